@@ -1,0 +1,132 @@
+"""The dialect seam: what every wire protocol implements, on both sides of the gateway.
+
+A *dialect* is one wire protocol (``anthropic``, ``openai``, ``responses``, ``gemini``,
+``bedrock``, ``cohere``). The same object serves ingress (Busbar as the server: read the
+client's request, write the client's response/stream/error) and egress (Busbar as the
+client: write the provider request, read the provider response/stream/error).
+
+Canonical error kinds (``ErrorKind``) are the vocabulary between dialects; each dialect
+maps them to its own envelope and status (ORIGINAL.md §7.4).
+
+Source: ORIGINAL.md §2.2 (``ProtocolReader``/``ProtocolWriter``), seeds 001 "providers".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from busbar.ir.model import IrRequest, IrResponse, StreamEvent
+
+
+class ErrorKind:
+    """Canonical error kinds and their default HTTP status."""
+
+    INVALID_REQUEST = "invalid_request"        # 400
+    AUTHENTICATION = "authentication"          # 401
+    PERMISSION = "permission"                  # 403
+    NOT_FOUND = "not_found"                    # 404
+    REQUEST_TOO_LARGE = "request_too_large"    # 413
+    RATE_LIMIT = "rate_limit"                  # 429
+    API_ERROR = "api_error"                    # 500
+    OVERLOADED = "overloaded"                  # 503 / 529
+    TIMEOUT = "timeout"                        # 504
+
+    STATUS = {
+        "invalid_request": 400, "authentication": 401, "permission": 403, "not_found": 404,
+        "request_too_large": 413, "rate_limit": 429, "api_error": 500, "overloaded": 503,
+        "timeout": 504,
+    }
+
+    @staticmethod
+    def from_status(status: int) -> str:
+        """Map an HTTP status to the canonical kind (401 auth, 403 permission, 429 rate limit, …)."""
+        if status == 401:
+            return ErrorKind.AUTHENTICATION
+        if status == 403:
+            return ErrorKind.PERMISSION
+        if status == 404:
+            return ErrorKind.NOT_FOUND
+        if status == 413:
+            return ErrorKind.REQUEST_TOO_LARGE
+        if status == 429:
+            return ErrorKind.RATE_LIMIT
+        if status in (503, 529):
+            return ErrorKind.OVERLOADED
+        if status == 504:
+            return ErrorKind.TIMEOUT
+        if status >= 500:
+            return ErrorKind.API_ERROR
+        return ErrorKind.INVALID_REQUEST
+
+
+@dataclass(slots=True)
+class UpstreamErrorInfo:
+    """What a dialect extracts from a provider's non-2xx body (stage 1a of disposition).
+
+    ``code``: the provider-specific code string (JSON ``error.code`` / ``error.type`` /
+    ``__type`` …) looked up in ``error_map``; ``message``: the provider's message text, kept
+    verbatim when re-enveloped for the client (case C020).
+    """
+
+    code: str | None
+    message: str
+    type: str | None = None
+
+
+class StreamDecoder(Protocol):
+    """Provider stream bytes -> IR events. Reassembles frames split across chunks."""
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]:
+        """Consume raw bytes; return the IR events completed so far (may be empty)."""
+
+    def close(self) -> list[StreamEvent]:
+        """End of upstream body: flush pending state (e.g. a held ``MessageDelta``).
+
+        A stream that ended without its protocol terminator yields a ``StreamError``
+        (a truncated stream must not look like a clean finish — case C003).
+        """
+
+
+class StreamEncoder(Protocol):
+    """IR events -> client stream bytes in the ingress dialect."""
+
+    content_type: str
+
+    def encode(self, event: StreamEvent) -> bytes:
+        """Bytes for one IR event (may be ``b""`` when the dialect has no frame for it)."""
+
+    def keepalive(self) -> bytes:
+        """A keep-alive frame that no SDK parser dispatches as data (case C005)."""
+
+
+class Dialect(Protocol):
+    """One wire protocol, both directions. Implementations live in ``busbar.proto.<name>``."""
+
+    name: str
+    requires_max_tokens: bool
+
+    # ---- ingress (Busbar is the server)
+    def read_request(self, body: dict) -> IrRequest:
+        """Client body -> IR. Raises ``busbar.proto.errors.BadRequest`` for a malformed body."""
+
+    def write_response(self, resp: IrResponse, model: str, req: IrRequest) -> dict:
+        """IR response -> client body (``model`` is the name the client called)."""
+
+    def stream_encoder(self, model: str, req: IrRequest) -> StreamEncoder:
+        """An encoder for the client's stream (``req.include_usage`` etc. shape the tail)."""
+
+    def error_response(self, status: int, kind: str, message: str) -> tuple[int, dict[str, str], bytes]:
+        """The dialect's native error envelope: (status, headers, body bytes)."""
+
+    # ---- egress (Busbar is the client)
+    def write_request(self, req: IrRequest, upstream_model: str) -> dict:
+        """IR -> provider body. Never emits empty optional collections (case C011)."""
+
+    def read_response(self, body: dict) -> IrResponse:
+        """Provider body -> IR."""
+
+    def stream_decoder(self) -> StreamDecoder:
+        """A decoder for the provider's stream."""
+
+    def read_error(self, status: int, body: bytes) -> UpstreamErrorInfo:
+        """Extract code/message from a provider error body (tolerates non-JSON)."""
