@@ -1,0 +1,4 @@
+"""The Anthropic Messages dialect (``/v1/messages``); ``DIALECT`` is the singleton."""
+from busbar.proto.anthropic.dialect import DIALECT, AnthropicDialect
+
+__all__ = ["AnthropicDialect", "DIALECT"]

@@ -1,0 +1,275 @@
+"""OpenAI Chat Completions request body -> IR (``read_request``).
+
+The writer (IR -> body) is ``busbar.proto.openai.request_writer``. Shapes are the
+``POST /v1/chat/completions`` body (``messages``, ``tools``, ``tool_choice``, sampling knobs).
+
+Decisions worth knowing:
+
+- ``system`` and ``developer`` messages both land in ``IrRequest.system`` (in order).
+- Consecutive ``role: tool`` messages merge into ONE user message of ``ToolResultBlock``s.
+- ``tool_calls[].function.arguments`` (a JSON string) is parsed: ``""``/missing -> ``{}``,
+  valid JSON -> the parsed value, anything else -> ``RawArguments(original string)`` (a ``str``
+  subclass), which the OpenAI writer re-emits byte for byte and object-only writers reject
+  with a 400 naming the call (case C039) — lossless, never a 500.
+- ``image_url`` with a ``data:`` URI becomes a base64 ``ImageBlock`` (case C015);
+  ``input_audio`` and ``file`` (``file_data``) become ``DocumentBlock`` (case C040). A ``file``
+  part by ``file_id`` is refused (400): no other protocol can resolve an OpenAI file id.
+- ``max_completion_tokens`` and ``max_tokens`` both fill ``max_tokens``; the spelling the client
+  used is remembered as ``extra["max_completion_tokens"]`` so a same-protocol re-serialization
+  keeps it (``extra`` is cleared before a foreign writer).
+- Unmodelled top-level fields (``logprobs``, ``n``, ``logit_bias``, ``store``, ``metadata``,
+  ``service_tier``, …) go to ``IrRequest.extra`` by reference (no copies).
+
+Source: ORIGINAL.md §2.2 "Protocols & translation IR"; seeds 001 "pools" (IR is lossless for
+standard fields); cases C015, C017, C039, C040.
+"""
+from __future__ import annotations
+
+import base64
+import mimetypes
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+import orjson
+
+from busbar.ir.model import (
+    DocumentBlock, ImageBlock, IrBlock, IrMessage, IrRequest, IrTool, ReasoningAsk, TextBlock,
+    ThinkingBlock, ToolChoice, ToolResultBlock, ToolUseBlock,
+)
+from busbar.proto.errors import BadRequest
+
+_KNOWN = frozenset({
+    "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "max_tokens",
+    "max_completion_tokens", "temperature", "top_p", "frequency_penalty", "presence_penalty",
+    "seed", "stop", "response_format", "user", "reasoning_effort", "stream", "stream_options",
+})
+
+AUDIO_MIME = {"wav": "audio/wav", "mp3": "audio/mp3", "flac": "audio/flac", "ogg": "audio/ogg",
+              "aac": "audio/aac", "m4a": "audio/mp4", "webm": "audio/webm", "pcm16": "audio/pcm"}
+"""``input_audio.format`` -> MIME type (Gemini's documented audio types)."""
+
+
+class RawArguments(str):
+    """Tool-call ``arguments`` that were not valid JSON, kept verbatim (see module docstring)."""
+
+    __slots__ = ()
+
+
+def parse_arguments(raw: Any) -> Any:
+    """Parse an OpenAI ``function.arguments`` string losslessly (``""``/``None`` -> ``{}``)."""
+    if raw is None or raw == "":
+        return {}
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return RawArguments(raw)
+
+
+def split_data_uri(uri: str) -> tuple[str, str] | None:
+    """``data:<mime>[;params][;base64],<payload>`` -> ``(mime, base64 payload)``; None if not a data URI."""
+    if not uri.startswith("data:"):
+        return None
+    header, sep, payload = uri[5:].partition(",")
+    if not sep:
+        return None
+    params = header.split(";")
+    mime = params[0] or "text/plain"
+    if "base64" in params[1:]:
+        return mime, payload
+    return mime, base64.b64encode(unquote_to_bytes(payload)).decode("ascii")
+
+
+def read_request(body: dict) -> IrRequest:
+    """Chat Completions request body -> ``IrRequest``.
+
+    Args:
+        body: the parsed JSON body (``messages`` required, a list of role-tagged objects).
+
+    Returns:
+        An ``IrRequest``; ``model`` is the name the client called (pool or model).
+
+    Raises:
+        BadRequest: the body is not Chat Completions shaped (the message names the key path).
+    """
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    msgs = body.get("messages")
+    if not isinstance(msgs, list):
+        raise BadRequest("messages: required, must be a list of message objects")
+    ir = IrRequest(model=body.get("model"))
+    _read_messages(msgs, ir)
+    tools = body.get("tools")
+    if tools:
+        ir.tools = _read_tools(tools)
+    tc = body.get("tool_choice")
+    if tc is not None:
+        ir.tool_choice = _read_tool_choice(tc)
+    ir.parallel_tool_calls = body.get("parallel_tool_calls")
+    mct = body.get("max_completion_tokens")
+    ir.max_tokens = mct if mct is not None else body.get("max_tokens")
+    ir.temperature = body.get("temperature")
+    ir.top_p = body.get("top_p")
+    ir.frequency_penalty = body.get("frequency_penalty")
+    ir.presence_penalty = body.get("presence_penalty")
+    ir.seed = body.get("seed")
+    stop = body.get("stop")
+    if stop:
+        ir.stop = [stop] if isinstance(stop, str) else list(stop)
+    ir.response_format = body.get("response_format")
+    ir.user = body.get("user")
+    effort = body.get("reasoning_effort")
+    if effort is not None:
+        ir.reasoning = ReasoningAsk(effort=effort)
+    ir.stream = bool(body.get("stream"))
+    so = body.get("stream_options")
+    ir.include_usage = bool(so.get("include_usage")) if isinstance(so, dict) else False
+    extra = ir.extra
+    if mct is not None:
+        extra["max_completion_tokens"] = mct
+    for k, v in body.items():
+        if k not in _KNOWN:
+            extra[k] = v
+    return ir
+
+
+def _read_messages(msgs: list, ir: IrRequest) -> None:
+    out = ir.messages
+    system = ir.system
+    tool_msg: IrMessage | None = None
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            raise BadRequest(f"messages[{i}]: must be an object")
+        role = m.get("role")
+        if role == "tool":
+            call_id = m.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise BadRequest(f"messages[{i}].tool_call_id: required for role 'tool'")
+            block = ToolResultBlock(call_id, _content(m.get("content"), i, allow_none=True))
+            if tool_msg is None:
+                tool_msg = IrMessage("user", [])
+                out.append(tool_msg)
+            tool_msg.content.append(block)
+            continue
+        tool_msg = None
+        if role == "user":
+            out.append(IrMessage("user", _content(m.get("content"), i)))
+        elif role == "assistant":
+            out.append(IrMessage("assistant", _assistant(m, i)))
+        elif role == "system" or role == "developer":
+            system.extend(_content(m.get("content"), i))
+        else:
+            raise BadRequest(f"messages[{i}].role: {role!r} is not one of system, developer, user, "
+                             "assistant, tool")
+
+
+def _content(c: Any, i: int, allow_none: bool = False) -> list[IrBlock]:
+    if isinstance(c, str):
+        return [TextBlock(c)]
+    if isinstance(c, list):
+        return [_part(p, i, j) for j, p in enumerate(c)]
+    if c is None and allow_none:
+        return []
+    raise BadRequest(f"messages[{i}].content: must be a string or a list of content parts")
+
+
+def _part(p: Any, i: int, j: int) -> IrBlock:
+    t = p.get("type") if isinstance(p, dict) else None
+    if t == "text":
+        text = p.get("text")
+        if not isinstance(text, str):
+            raise BadRequest(f"messages[{i}].content[{j}].text: must be a string")
+        return TextBlock(text)
+    if t == "image_url":
+        iu = p.get("image_url")
+        url = iu if isinstance(iu, str) else iu.get("url") if isinstance(iu, dict) else None
+        if not isinstance(url, str) or not url:
+            raise BadRequest(f"messages[{i}].content[{j}].image_url.url: required")
+        detail = iu.get("detail") if isinstance(iu, dict) else None
+        split = split_data_uri(url)
+        if split is not None:
+            return ImageBlock("base64", media_type=split[0], data=split[1], detail=detail)
+        return ImageBlock("url", url=url, detail=detail)
+    if t == "input_audio":
+        ia = p.get("input_audio") or {}
+        fmt, data = ia.get("format"), ia.get("data")
+        if not isinstance(fmt, str) or not isinstance(data, str):
+            raise BadRequest(f"messages[{i}].content[{j}].input_audio: needs 'data' and 'format'")
+        return DocumentBlock(AUDIO_MIME.get(fmt, "audio/" + fmt), data=data)
+    if t == "file":
+        return _file_part(p.get("file") or {}, i, j)
+    if t == "refusal":
+        return TextBlock(p.get("refusal") or "")
+    raise BadRequest(f"messages[{i}].content[{j}].type: {t!r} is not supported "
+                     "(text, image_url, input_audio, file)")
+
+
+def _file_part(f: dict, i: int, j: int) -> DocumentBlock:
+    name = f.get("filename")
+    fd = f.get("file_data")
+    if not isinstance(fd, str) or not fd:
+        if f.get("file_id"):
+            raise BadRequest(f"messages[{i}].content[{j}].file.file_id: file references are not "
+                             "supported by this gateway; send the file inline as file_data")
+        raise BadRequest(f"messages[{i}].content[{j}].file.file_data: required")
+    split = split_data_uri(fd)
+    if split is not None:
+        return DocumentBlock(split[0], data=split[1], name=name)
+    mime = mimetypes.guess_type(name)[0] if isinstance(name, str) else None
+    if mime is None:
+        raise BadRequest(f"messages[{i}].content[{j}].file: media type unknown; send file_data as a "
+                         "data: URI (data:<mime>;base64,...) or a filename with an extension")
+    return DocumentBlock(mime, data=fd, name=name)
+
+
+def _assistant(m: dict, i: int) -> list[IrBlock]:
+    blocks: list[IrBlock] = []
+    rc = m.get("reasoning_content")
+    if isinstance(rc, str) and rc:
+        blocks.append(ThinkingBlock(text=rc))
+    c = m.get("content")
+    tcs = m.get("tool_calls")
+    if isinstance(c, str):
+        if c or not tcs:
+            blocks.append(TextBlock(c))
+    elif c is not None:
+        blocks.extend(_content(c, i))
+    if tcs:
+        for k, tc in enumerate(tcs):
+            fn = tc.get("function") if isinstance(tc, dict) else None
+            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                raise BadRequest(f"messages[{i}].tool_calls[{k}].function.name: required")
+            blocks.append(ToolUseBlock(tc.get("id") or "", fn["name"], parse_arguments(fn.get("arguments"))))
+    return blocks
+
+
+def _read_tools(tools: Any) -> list[IrTool]:
+    if not isinstance(tools, list):
+        raise BadRequest("tools: must be a list")
+    out = []
+    for k, t in enumerate(tools):
+        fn = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(fn, dict) or t.get("type", "function") != "function":
+            kind = t.get("type") if isinstance(t, dict) else t
+            raise BadRequest(f"tools[{k}].type: {kind!r} is not supported (function tools only)")
+        name = fn.get("name")
+        if not isinstance(name, str) or not name:
+            raise BadRequest(f"tools[{k}].function.name: required")
+        tool = IrTool(name, fn.get("description"))
+        params = fn.get("parameters")
+        if params:
+            tool.input_schema = params
+        out.append(tool)
+    return out
+
+
+def _read_tool_choice(tc: Any) -> ToolChoice:
+    if tc == "auto" or tc == "none" or tc == "required":
+        return ToolChoice(tc)
+    if isinstance(tc, dict) and tc.get("type") == "function":
+        name = (tc.get("function") or {}).get("name")
+        if isinstance(name, str) and name:
+            return ToolChoice("tool", name)
+    raise BadRequest("tool_choice: must be 'auto', 'none', 'required' or "
+                     '{"type": "function", "function": {"name": ...}}')

@@ -1,0 +1,240 @@
+"""IR -> OpenAI Chat Completions request body (``write_request``), Busbar as the client.
+
+Rules (each a case or a seed line):
+
+- Never emit an empty optional collection: no ``tools: []``, no ``tool_choice`` or
+  ``parallel_tool_calls`` without tools, no empty ``stop`` (case C011).
+- ``max_tokens`` is never invented (case C017); it is written as ``max_completion_tokens`` when
+  the OpenAI client spelled it so (``extra``) or a reasoning ask is present (reasoning models
+  reject ``max_tokens``), else as ``max_tokens`` (what every OpenAI-compatible server knows).
+- A streamed request always asks ``stream_options.include_usage`` so usage (with cache reads)
+  reaches billing and non-OpenAI clients (case C002).
+- Thinking blocks, cache markers, ``top_k``, tool-result ``is_error`` and tool-result images have
+  no Chat Completions field: they are left out and named in ``IrRequest.dropped``.
+- A reasoning ask given only as a budget maps to the nearest effort word of the default table
+  (minimal 1024, low 4096, medium 8192, high 16384; Gemini's dynamic ``-1`` -> medium, ``0``
+  -> no ask). The proxy may pre-convert with the operator's table by setting ``effort``.
+- Tool results become ``role: tool`` messages (text parts joined with a newline) placed before
+  the rest of their user turn.
+
+Source: ORIGINAL.md §2.2 (lossy-by-design list, reasoning carry), seeds 001 "Cross-protocol
+reasoning"; cases C002, C011, C013, C015, C017.
+"""
+from __future__ import annotations
+
+import mimetypes
+
+import orjson
+
+from busbar.ir.model import (
+    DocumentBlock, ImageBlock, IrMessage, IrRequest, TextBlock, ThinkingBlock, ToolResultBlock,
+    ToolUseBlock,
+)
+from busbar.proto.errors import BadRequest
+from busbar.proto.openai.request import RawArguments
+
+EFFORT_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384}
+"""The default effort table (seeds 001 ``limits.reasoning_effort_budgets``)."""
+
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav", "audio/mp3": "mp3",
+                  "audio/mpeg": "mp3"}
+
+
+def dump_arguments(value: object) -> str:
+    """Tool input -> the compact JSON string OpenAI carries in ``function.arguments``."""
+    if isinstance(value, RawArguments):
+        return str(value)
+    return orjson.dumps(value).decode()
+
+
+def effort_for_budget(budget: int) -> str:
+    """Nearest effort word of the default table for a token budget (ties go to the lower word)."""
+    return min(EFFORT_BUDGETS, key=lambda w: abs(EFFORT_BUDGETS[w] - budget))
+
+
+def write_request(req: IrRequest, upstream_model: str) -> dict:
+    """``IrRequest`` -> Chat Completions body with ``model`` = ``upstream_model``.
+
+    Args:
+        req: the request; ``req.dropped`` gains the names of fields that could not be carried.
+        upstream_model: the lane's wire model name.
+
+    Returns:
+        The JSON-ready body (shares leaf values with ``req``; do not mutate it in place).
+
+    Raises:
+        BadRequest: a part Chat Completions cannot take (a document given only by URL).
+    """
+    dropped = req.dropped
+    msgs: list[dict] = []
+    if req.system:
+        msgs.append({"role": "system", "content": _text_content(req.system, dropped)})
+    for m in req.messages:
+        if m.role == "assistant":
+            msgs.append(_assistant(m, dropped))
+        else:
+            _user(m, msgs, dropped)
+    body: dict = {"model": upstream_model, "messages": msgs}
+    if req.tools:
+        tools = []
+        for t in req.tools:
+            fn: dict = {"name": t.name}
+            if t.description is not None:
+                fn["description"] = t.description
+            fn["parameters"] = t.input_schema
+            tools.append({"type": "function", "function": fn})
+            if t.cache_control is not None:
+                _drop(dropped, "cache_control")
+        body["tools"] = tools
+        tc = req.tool_choice
+        if tc is not None:
+            body["tool_choice"] = ({"type": "function", "function": {"name": tc.name}}
+                                   if tc.mode == "tool" else tc.mode)
+        if req.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = req.parallel_tool_calls
+    extra = req.extra
+    if req.max_tokens is not None:
+        key = ("max_completion_tokens" if "max_completion_tokens" in extra or req.reasoning is not None
+               else "max_tokens")
+        body[key] = req.max_tokens
+    if req.temperature is not None:
+        body["temperature"] = req.temperature
+    if req.top_p is not None:
+        body["top_p"] = req.top_p
+    if req.frequency_penalty is not None:
+        body["frequency_penalty"] = req.frequency_penalty
+    if req.presence_penalty is not None:
+        body["presence_penalty"] = req.presence_penalty
+    if req.seed is not None:
+        body["seed"] = req.seed
+    if req.stop:
+        body["stop"] = req.stop
+    if req.response_format is not None:
+        body["response_format"] = req.response_format
+    if req.user is not None:
+        body["user"] = req.user
+    if req.top_k is not None:
+        _drop(dropped, "top_k")
+    r = req.reasoning
+    if r is not None:
+        effort = r.effort
+        if effort is None and r.budget_tokens is not None and r.budget_tokens != 0:
+            effort = "medium" if r.budget_tokens < 0 else effort_for_budget(r.budget_tokens)
+        if effort is not None:
+            body["reasoning_effort"] = effort
+    if req.stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    for k, v in extra.items():
+        if k not in body and k != "max_completion_tokens":
+            body[k] = v
+    return body
+
+
+def _drop(dropped: list[str], name: str) -> None:
+    if name not in dropped:
+        dropped.append(name)
+
+
+def _text_content(blocks: list, dropped: list[str]) -> str | list[dict]:
+    texts = []
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            texts.append(b.text)
+            if b.cache_control is not None:
+                _drop(dropped, "cache_control")
+        else:
+            _drop(dropped, "system." + b.type)
+    if len(texts) == 1:
+        return texts[0]
+    return [{"type": "text", "text": t} for t in texts]
+
+
+def _assistant(m: IrMessage, dropped: list[str]) -> dict:
+    texts: list[str] = []
+    calls: list[dict] = []
+    for b in m.content:
+        if isinstance(b, TextBlock):
+            texts.append(b.text)
+        elif isinstance(b, ToolUseBlock):
+            calls.append({"id": b.id, "type": "function",
+                          "function": {"name": b.name, "arguments": dump_arguments(b.input)}})
+        elif isinstance(b, ThinkingBlock):
+            _drop(dropped, "thinking")
+            continue
+        else:
+            _drop(dropped, "assistant." + b.type)
+            continue
+        if b.cache_control is not None:
+            _drop(dropped, "cache_control")
+    content: str | list[dict] | None
+    if len(texts) == 1:
+        content = texts[0]
+    elif texts:
+        content = [{"type": "text", "text": t} for t in texts]
+    else:
+        content = None if calls else ""
+    msg: dict = {"role": "assistant", "content": content}
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+def _user(m: IrMessage, msgs: list[dict], dropped: list[str]) -> None:
+    parts: list[dict] = []
+    for b in m.content:
+        if isinstance(b, TextBlock):
+            parts.append({"type": "text", "text": b.text})
+        elif isinstance(b, ToolResultBlock):
+            msgs.append({"role": "tool", "tool_call_id": b.tool_use_id,
+                         "content": _tool_result_text(b, dropped)})
+        elif isinstance(b, ImageBlock):
+            parts.append(image_part(b))
+        elif isinstance(b, DocumentBlock):
+            parts.append(_document_part(b))
+        else:
+            _drop(dropped, "user." + b.type)
+            continue
+        if b.cache_control is not None:
+            _drop(dropped, "cache_control")
+    if not parts:
+        return
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        msgs.append({"role": "user", "content": parts[0]["text"]})
+    else:
+        msgs.append({"role": "user", "content": parts})
+
+
+def _tool_result_text(b: ToolResultBlock, dropped: list[str]) -> str:
+    texts = []
+    for c in b.content:
+        if isinstance(c, TextBlock):
+            texts.append(c.text)
+        else:
+            _drop(dropped, "tool_result." + c.type)
+    if b.is_error:
+        _drop(dropped, "tool_result.is_error")
+    return texts[0] if len(texts) == 1 else "\n".join(texts)
+
+
+def image_part(b: ImageBlock) -> dict:
+    """``ImageBlock`` -> ``{"type": "image_url", "image_url": {"url", "detail"?}}`` (base64 as a data: URI)."""
+    url = b.url if b.source == "url" else f"data:{b.media_type};base64,{b.data}"
+    iu: dict = {"url": url}
+    if b.detail is not None:
+        iu["detail"] = b.detail
+    return {"type": "image_url", "image_url": iu}
+
+
+def _document_part(b: DocumentBlock) -> dict:
+    if b.data is None:
+        raise BadRequest(f"document part ({b.media_type}) given by URL cannot be sent to an OpenAI "
+                         "Chat Completions upstream; send it inline as base64")
+    if b.media_type.startswith("audio/"):
+        fmt = _AUDIO_FORMATS.get(b.media_type)
+        if fmt is None:
+            raise BadRequest(f"audio part ({b.media_type}) is not accepted by OpenAI Chat Completions "
+                             "(wav or mp3 only)")
+        return {"type": "input_audio", "input_audio": {"data": b.data, "format": fmt}}
+    name = b.name or "document" + (mimetypes.guess_extension(b.media_type) or "")
+    return {"type": "file", "file": {"filename": name, "file_data": f"data:{b.media_type};base64,{b.data}"}}

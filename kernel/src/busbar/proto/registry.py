@@ -1,0 +1,31 @@
+"""The dialect registry: wire-protocol name -> its ``Dialect`` singleton.
+
+Holds ``openai`` (Chat Completions) and ``anthropic`` (Messages); later dialects (responses,
+gemini, bedrock, cohere) register here the same way. Frozen at import; nothing registers at
+runtime.
+
+Source: ORIGINAL.md §2.2 "Seam" (``ProtocolRegistry::with_builtins`` constructs all six).
+"""
+from __future__ import annotations
+
+from busbar.proto.anthropic import DIALECT as ANTHROPIC
+from busbar.proto.base import Dialect
+from busbar.proto.openai import DIALECT as OPENAI
+
+DIALECTS: dict[str, Dialect] = {
+    OPENAI.name: OPENAI,
+    ANTHROPIC.name: ANTHROPIC,
+}
+"""Every built-in dialect by ``Dialect.name``."""
+
+
+def get_dialect(name: str) -> Dialect:
+    """The dialect named ``name``.
+
+    Raises:
+        KeyError: no such dialect (the message lists the known names).
+    """
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        raise KeyError(f"unknown dialect {name!r}; known: {', '.join(sorted(DIALECTS))}") from None
