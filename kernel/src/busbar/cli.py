@@ -1,0 +1,116 @@
+"""The ``busbar`` command: serve the gateway, or validate / inspect its config without serving.
+
+Usage::
+
+    busbar [--config PATH] [--providers PATH] [--log-level LEVEL]   # serve
+    busbar --validate [--config PATH] [--providers PATH]            # check both files; exit 0/2
+    busbar --list-plugins [--config PATH]                           # plugin inventory
+
+Files: ``--config`` / ``BUSBAR_CONFIG`` (default ``/etc/busbar/config.yaml``), ``--providers`` /
+``BUSBAR_PROVIDERS`` (default ``/etc/busbar/providers.yaml`` when it exists, else the catalog
+shipped in the package). Log level: ``--log-level`` / ``BUSBAR_LOG`` (error, warn, info, debug,
+trace; default info). Exit status: 0 ok, 2 invalid config (one line per fault on stderr, never
+a traceback), 1 any other start-up failure (e.g. the listen address is taken).
+
+Source: seeds 001 "Environment variables", "listen"; ORIGINAL §2.22.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from busbar import __version__
+
+EXIT_INVALID = 2
+_LEVELS = {"error": "ERROR", "warn": "WARNING", "warning": "WARNING", "info": "INFO", "debug": "DEBUG",
+           "trace": "DEBUG"}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="busbar", description="Busbar LLM control plane")
+    p.add_argument("--config", help="config.yaml path (env BUSBAR_CONFIG)")
+    p.add_argument("--providers", help="providers.yaml path (env BUSBAR_PROVIDERS)")
+    p.add_argument("--validate", action="store_true", help="validate both files and exit (0 ok, 2 invalid)")
+    p.add_argument("--list-plugins", action="store_true", help="print the plugin inventory and exit")
+    p.add_argument("--log-level", help="error|warn|info|debug|trace (env BUSBAR_LOG; default info)")
+    p.add_argument("--version", action="version", version=f"busbar {__version__}")
+    return p
+
+
+def _setup_logging(level: str | None) -> None:
+    name = (level or os.environ.get("BUSBAR_LOG") or "info").lower()
+    logging.basicConfig(level=_LEVELS.get(name, "INFO"), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)      # one line per upstream call is noise
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _setup_logging(args.log_level)
+    from busbar.config.errors import ConfigError
+    from busbar.config.load import load_config, resolve_paths
+
+    cfg_path, prov_path = resolve_paths(args.config, args.providers)
+    try:
+        loaded = load_config(cfg_path, prov_path)
+    except ConfigError as e:
+        for line in e.faults:
+            print(line, file=sys.stderr)
+        print(f"busbar: {len(e.faults)} config error(s); refusing to start", file=sys.stderr)
+        return EXIT_INVALID
+    for w in loaded.warnings:
+        logging.getLogger("busbar.config").warning("%s", w)
+    if args.list_plugins:
+        return _list_plugins(loaded)
+    if args.validate:
+        print(f"busbar: {cfg_path} is valid")
+        return 0
+    return serve(loaded)
+
+
+def _list_plugins(loaded) -> int:
+    from busbar.loader.inventory import list_plugins_lines
+
+    for line in list_plugins_lines(loaded.config.plugins, Path.cwd()):
+        print(line)
+    return 0
+
+
+def serve(loaded) -> int:
+    """Build the gateway and run it on ``listen`` until SIGINT/SIGTERM."""
+    import uvicorn
+
+    from busbar.config.secrets import SecretError
+    from busbar.proxy.gateway import Gateway
+    from busbar.server.app import AppState, create_app
+
+    try:
+        gateway = Gateway.build(loaded, os.environ)
+    except SecretError as e:
+        print(str(e), file=sys.stderr)
+        return EXIT_INVALID
+    host, _, port = loaded.config.listen.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        port_n = int(port)
+    except ValueError:
+        print(f"config.yaml: listen: '{loaded.config.listen}' is not host:port", file=sys.stderr)
+        return EXIT_INVALID
+    state = AppState(gateway=gateway, started_at=time.time())
+    app = create_app(state)
+    config = uvicorn.Config(app, host=host, port=port_n, lifespan="off", access_log=False,
+                            log_level=logging.getLogger().getEffectiveLevel(),
+                            loop="auto", http="auto", timeout_keep_alive=75)
+    server = uvicorn.Server(config)
+    logging.getLogger("busbar").info("busbar %s listening on %s (%d pools, %d models)", __version__,
+                                     loaded.config.listen, len(gateway.pools), len(gateway.lanes))
+    server.run()
+    return 0 if server.started else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

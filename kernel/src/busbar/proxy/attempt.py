@@ -1,0 +1,190 @@
+"""One upstream attempt: build the request for one member, send it, and read up to the commit point.
+
+The commit point is the first byte the client will see. Before it, every failure is returned as
+an ``AttemptFailure`` so the walk can fail over inside the same request: connect errors, the
+per-attempt time-to-headers cap, non-2xx answers, a body that breaks before it is read, and a
+stream whose first decoded event is an error. After it, the stream is owned by ``relay``.
+
+Per-attempt timeout (seeds 001 "Per-attempt timeouts"): ``attempt_timeout_ms`` (member wins
+over model) caps connect + time to response headers only, floored by the remaining failover
+budget; expiry is a transient failure with disposition ``attempt_timeout``.
+
+Source: seeds 001 "failover", "Per-attempt timeouts", "models"; ORIGINAL §2.2 request steps.
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from busbar.ir.model import IrRequest, StreamError
+from busbar.proto.base import UpstreamErrorInfo
+from busbar.proxy.disposition import classify, parse_retry_after
+from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, upstream_url
+
+
+@dataclass(slots=True)
+class AttemptFailure:
+    """A pre-first-byte failure. ``cls``: disposition class; ``status``: upstream HTTP status
+    (0 for transport failures); ``body``/``headers``: the upstream error answer, for relaying."""
+
+    cls: str
+    status: int
+    info: UpstreamErrorInfo | None
+    retry_after: float | None
+    body: bytes = b""
+    content_type: str = "application/json"
+    reason: str = ""          # metrics reason: attempt_timeout | connect | transient_upstream | …
+
+
+@dataclass(slots=True)
+class AttemptSuccess:
+    """A committed 2xx. Non-stream: ``body`` holds the whole upstream body. Stream: ``response``
+    is open, ``first`` holds the bytes read so far and ``events`` their decoded IR events."""
+
+    response: httpx.Response
+    body: bytes | None = None
+    first: list[bytes] | None = None
+    events: list | None = None
+    decoder: Any = None
+
+
+class Call:
+    """One client request as the walk sees it. The IR is built lazily (same-protocol hops skip it)."""
+
+    __slots__ = ("ingress", "body", "raw", "stream", "headers", "called", "_ir", "client_model")
+
+    def __init__(self, ingress, body: dict, raw: bytes, stream: bool, headers, called: str):
+        self.ingress = ingress
+        self.body = body
+        self.raw = raw
+        self.stream = stream
+        self.headers = headers
+        self.called = called                      # the pool/model name the client called
+        self.client_model = body.get("model")
+        self._ir: IrRequest | None = None
+
+    @property
+    def ir(self) -> IrRequest:
+        if self._ir is None:
+            self._ir = self.ingress.read_request(self.body)
+        return self._ir
+
+
+def build_body(call: Call, lane, member_reasoning: bool, limits) -> bytes:
+    """The upstream request body bytes for one lane (passthrough when the protocols match)."""
+    egress = lane.provider.dialect
+    if egress is call.ingress:
+        if call.client_model == lane.upstream_model:
+            return call.raw
+        body = dict(call.body)
+        body["model"] = lane.upstream_model
+        return orjson.dumps(body)
+    ir = call.ir
+    needs_tokens = egress.requires_max_tokens and ir.max_tokens is None
+    drop_reasoning = ir.reasoning is not None and not member_reasoning
+    if needs_tokens or drop_reasoning:
+        ir = copy.copy(ir)
+        if needs_tokens:
+            ir.max_tokens = lane.default_max_tokens or limits.default_max_tokens
+        if drop_reasoning:
+            ir.reasoning = None
+            ir.dropped = ir.dropped + ["reasoning"]
+    return orjson.dumps(egress.write_request(ir, lane.upstream_model))
+
+
+async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> AttemptSuccess | AttemptFailure:
+    """Run one attempt against a lane; never raises for upstream faults (returns a failure)."""
+    lane = getattr(member_or_lane, "lane", member_or_lane)
+    timeout_ms = member_or_lane.attempt_timeout_ms
+    reasoning = member_or_lane.reasoning
+    provider = lane.provider
+    limits = gw.limits
+    content = build_body(call, lane, reasoning, limits)
+    headers = gw.auth.get(provider.name)
+    if headers is None:
+        from busbar.proxy.egress import auth_headers
+        headers = auth_headers(provider)
+    if provider.dialect is call.ingress:
+        fwd = FORWARDED_SAME_PROTOCOL.get(provider.protocol, ())
+        extra = {h: call.headers[h] for h in fwd if h in call.headers}
+        if extra:
+            headers = {**headers, **extra}
+    req = gw.client.build_request("POST", upstream_url(provider, lane.upstream_model, call.stream),
+                                  content=content, headers=headers)
+    cap = remaining_s if timeout_ms is None else min(timeout_ms / 1000.0, remaining_s)
+    by_attempt_cap = timeout_ms is not None and timeout_ms / 1000.0 <= remaining_s
+    try:
+        resp = await asyncio.wait_for(gw.client.send(req, stream=True), timeout=cap)
+    except asyncio.TimeoutError:
+        return AttemptFailure("timeout", 0, None, None,
+                              reason="attempt_timeout" if by_attempt_cap else "timeout")
+    except httpx.TransportError as e:
+        return AttemptFailure("network", 0, UpstreamErrorInfo(None, f"{type(e).__name__}: {e}"), None,
+                              reason="connect")
+    except Exception as e:  # the SSRF guard and other connect-time refusals
+        return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
+    status = resp.status_code
+    if status >= 300:
+        return await _failure_from(resp, provider, limits)
+    if not call.stream:
+        try:
+            body = await resp.aread()
+        except httpx.HTTPError as e:
+            await resp.aclose()
+            return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
+        return AttemptSuccess(resp, body=body)
+    return await _read_first(resp, provider)
+
+
+async def _failure_from(resp: httpx.Response, provider, limits) -> AttemptFailure:
+    cap = limits.upstream_error_body_max_bytes
+    buf = bytearray()
+    try:
+        async for chunk in resp.aiter_raw():
+            buf += chunk
+            if len(buf) >= cap:
+                del buf[cap:]
+                break
+    except httpx.HTTPError:
+        pass
+    finally:
+        await resp.aclose()
+    body = bytes(buf)
+    info = provider.dialect.read_error(resp.status_code, body)
+    cls = classify(resp.status_code, info, provider.error_map)
+    ra = parse_retry_after(resp.headers.get("retry-after"), limits.max_honored_retry_after_secs)
+    return AttemptFailure(cls, resp.status_code, info, ra, body,
+                          resp.headers.get("content-type", "application/json"), reason=cls)
+
+
+async def _read_first(resp: httpx.Response, provider) -> AttemptSuccess | AttemptFailure:
+    """Read until the stream yields a decoded event (commit) or fails (fail over)."""
+    decoder = provider.dialect.stream_decoder()
+    it = resp.aiter_raw()
+    first: list[bytes] = []
+    try:
+        while True:
+            try:
+                chunk = await it.__anext__()
+            except StopAsyncIteration:
+                events = decoder.close()
+                break
+            first.append(chunk)
+            events = decoder.feed(chunk)
+            if events:
+                break
+    except httpx.HTTPError as e:
+        await resp.aclose()
+        return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
+    if events and isinstance(events[0], StreamError):
+        await resp.aclose()
+        err = events[0]
+        cls = {"rate_limit": "rate_limit", "overloaded": "overloaded", "timeout": "timeout",
+               "authentication": "auth", "permission": "auth"}.get(err.kind, "server_error")
+        return AttemptFailure(cls, 0, UpstreamErrorInfo(err.kind, err.message), None, reason=cls)
+    return AttemptSuccess(resp, first=first, events=events, decoder=(decoder, it))

@@ -1,0 +1,220 @@
+"""The failover walk: select a member, attempt it, classify the outcome, fail over or relay.
+
+``forward(gw, call, target) -> Reply`` for a pool, a model (direct route) or an ad-hoc lane.
+
+Per pool request: a wall-clock budget of ``failover.timeout_secs`` (exceeded -> 503 at once),
+at most ``1 + failover.max_hops`` attempts, never a member in ``failover.exclusions`` through
+SWRR (affinity may still pick it), each tried member excluded for the rest of the request.
+Outcomes (see ``disposition``): TRANSIENT penalizes the (pool, lane) cell and fails over;
+HARD_DOWN sets the lane hard-down for ``limits.hard_down_cooldown_secs`` and fails over;
+CLIENT is relayed at once with no penalty (case C021: a 404 is never retried); CONTEXT
+excludes members whose known ``context_max`` ≤ the failed one and fails over, no penalty.
+When no member can be tried: ``on_exhausted`` — reject (503 + Retry-After = soonest cooldown),
+least_bad (the soonest-expiring member, degraded), or ``fallback_pool`` (its full selection).
+When every tried member failed: an upstream 429 stays a 429 (case C018), anything else is 503.
+
+Source: seeds 001 "failover", "on_exhausted", "breaker", "Context-length failover", "affinity".
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+from busbar.proto.base import ErrorKind
+from busbar.proxy.attempt import AttemptFailure, Call, attempt
+from busbar.proxy.disposition import CLIENT, CONTEXT, HARD_DOWN, effect
+from busbar.proxy.relay import Reply, error_reply, relay_failure, stream_reply, whole_reply
+from busbar.proxy.runtime import Lane, Member, Pool
+from busbar.proxy.select import affinity_pick, least_bad, soonest_cooldown, swrr_pick
+
+log = logging.getLogger("busbar")
+
+ROUTE_TARGET = "x-busbar-route-target"
+
+
+async def forward(gw, call: Call, target: Pool | Lane) -> Reply:
+    """Serve one call against a pool or a single lane; always returns a ``Reply``."""
+    if isinstance(target, Pool):
+        now = gw.clock()
+        return await _walk_pool(gw, call, target, now + target.cfg.failover.timeout_secs, set())
+    return await _direct(gw, call, target)
+
+
+async def _direct(gw, call: Call, lane: Lane) -> Reply:
+    now = gw.clock()
+    cell = lane.default_cell
+    admit = cell.try_acquire(now) if lane.usable(now) else False
+    if admit is False or not lane.acquire():
+        if admit is None:
+            cell.release_probe()
+        wait = max(1.0, max(cell.cooldown_until, lane.hard_down_until) - now)
+        return _exhausted_reply(call, wait)
+    res = await _run(gw, call, lane, lane, cell, gw.limits.upstream_request_timeout_secs)
+    if isinstance(res, AttemptFailure):
+        return _final_failure(call, res, lane, 1.0)
+    return res
+
+
+async def _walk_pool(gw, call: Call, pool: Pool, deadline: float, visited: set[str]) -> Reply:
+    visited.add(pool.name)
+    excluded: set[int] = set(m.index for m in pool.members if m.lane.name in pool.exclusions)
+    max_attempts = 1 + max(0, pool.cfg.failover.max_hops)
+    attempts = 0
+    last: tuple[AttemptFailure, Member] | None = None
+    session = call.headers.get(pool.affinity_header) if pool.affinity_header else None
+    while attempts < max_attempts:
+        now = gw.clock()
+        remaining = deadline - now
+        if remaining <= 0:
+            return error_reply(call.ingress, 503, ErrorKind.OVERLOADED,
+                               f"pool '{pool.name}': failover deadline of "
+                               f"{pool.cfg.failover.timeout_secs}s exceeded", {"retry-after": "1"})
+        member = affinity_pick(pool, session, now, excluded - _excluded_cfg(pool)) if attempts == 0 else None
+        if member is None:
+            member = swrr_pick(pool, now, excluded)
+        if member is None:
+            break
+        admit = member.cell.try_acquire(now)
+        if admit is False or not member.lane.acquire():
+            if admit is None:
+                member.cell.release_probe()
+            excluded.add(member.index)
+            continue
+        attempts += 1
+        res = await _run(gw, call, member.lane, member, member.cell, remaining)
+        if not isinstance(res, AttemptFailure):
+            return res
+        kind = effect(res.cls)
+        if kind == CLIENT:
+            return _final_failure(call, res, member.lane, 1.0)
+        excluded.add(member.index)
+        last = (res, member)
+        if kind == CONTEXT:
+            limit = member.context_max
+            for m in pool.members:
+                if limit is not None and m.context_max is not None and m.context_max <= limit:
+                    excluded.add(m.index)
+        log.info("pool %s: %s failed (%s), failing over", pool.name, member.lane.name, res.reason)
+    if last is not None:
+        if effect(last[0].cls) == CONTEXT and not any(m.index not in excluded for m in pool.members):
+            return _final_failure(call, last[0], last[1].lane, 1.0)
+        return _final_failure(call, last[0], last[1].lane, soonest_cooldown(pool, gw.clock()))
+    return await _on_exhausted(gw, call, pool, deadline, visited, excluded)
+
+
+def _excluded_cfg(pool: Pool) -> set[int]:
+    return {m.index for m in pool.members if m.lane.name in pool.exclusions}
+
+
+async def _on_exhausted(gw, call, pool: Pool, deadline: float, visited: set[str], excluded: set[int]) -> Reply:
+    now = gw.clock()
+    mode = pool.on_exhausted
+    if mode == "fallback" and pool.fallback not in visited and pool.fallback in gw.pools:
+        return await _walk_pool(gw, call, gw.pools[pool.fallback], deadline, visited)
+    if mode == "least_bad":
+        member = least_bad(pool, now, _excluded_cfg(pool))
+        if member is not None and member.lane.acquire():
+            log.warning("pool %s exhausted: degraded dispatch to %s (least_bad)", pool.name, member.lane.name)
+            res = await _run(gw, call, member.lane, member, member.cell, deadline - now)
+            if not isinstance(res, AttemptFailure):
+                return res
+            return _final_failure(call, res, member.lane, soonest_cooldown(pool, gw.clock()))
+    return _exhausted_reply(call, soonest_cooldown(pool, now), pool.name)
+
+
+def _exhausted_reply(call, wait_s: float, pool: str | None = None) -> Reply:
+    what = f"pool '{pool}'" if pool else f"'{call.called}'"
+    return error_reply(call.ingress, 503, ErrorKind.OVERLOADED,
+                       f"{what}: no healthy upstream available; retry later",
+                       {"retry-after": str(max(1, math.ceil(wait_s)))})
+
+
+def _final_failure(call, failure: AttemptFailure, lane: Lane, wait_s: float) -> Reply:
+    """The walk ended on a failure: relay a client error / a 429; otherwise a 503 with Retry-After."""
+    kind = effect(failure.cls)
+    same = lane.provider.dialect is call.ingress
+    if kind in (CLIENT, CONTEXT):
+        return relay_failure(call, failure, same)
+    if failure.status == 429 or failure.cls == "rate_limit":
+        ra = failure.retry_after if failure.retry_after else wait_s
+        reply = relay_failure(call, failure, same) if failure.status == 429 else \
+            error_reply(call.ingress, 429, ErrorKind.RATE_LIMIT, failure.info.message if failure.info else
+                        "upstream rate limit")
+        reply.headers = {**reply.headers, "retry-after": str(max(1, math.ceil(ra)))}
+        return reply
+    msg = failure.info.message if failure.info and failure.info.message else "upstream unavailable"
+    reply = error_reply(call.ingress, 503, ErrorKind.OVERLOADED,
+                        f"all upstream attempts failed; last: {msg}",
+                        {"retry-after": str(max(1, math.ceil(wait_s)))})
+    return reply
+
+
+async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float) -> Reply | AttemptFailure:
+    """One admitted attempt (permit already held): record its outcome on ``cell``/``lane``."""
+    t0 = gw.clock()
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            lane.release()
+
+    try:
+        res = await attempt(gw, call, who, remaining)
+    except BaseException:
+        release()
+        cell.release_probe()
+        raise
+    now = gw.clock()
+    if isinstance(res, AttemptFailure):
+        release()
+        _record_failure(gw, lane, cell, res, now)
+        return res
+    if lane.budget > 0:
+        lane.budget -= 1
+    lane.observe_latency((now - t0) * 1000.0)
+    headers_extra = {ROUTE_TARGET: lane.name}
+    if not call.stream:
+        release()
+        cell.record_success(now)
+        lane.ok += 1
+        reply = whole_reply(call, lane, res)
+        reply.headers.update(headers_extra)
+        return reply
+
+    def on_end(outcome: bool | None) -> None:
+        release()
+        t = gw.clock()
+        if outcome is True:
+            cell.record_success(t)
+            lane.ok += 1
+        elif outcome is False:
+            cell.record_failure(t)
+            lane.err += 1
+            if lane.budget >= 0:
+                lane.budget += 1          # refund: the body failed after 2xx headers
+        else:
+            cell.release_probe()
+
+    reply = stream_reply(call, lane, res, keepalive_s=gw.limits.stream_keepalive_secs, on_end=on_end)
+    reply.headers.update(headers_extra)
+    return reply
+
+
+def _record_failure(gw, lane: Lane, cell, failure: AttemptFailure, now: float) -> None:
+    kind = effect(failure.cls)
+    if kind == CLIENT:
+        lane.client_fault += 1
+        cell.release_probe()
+        return
+    if kind == CONTEXT:
+        cell.release_probe()
+        return
+    lane.err += 1
+    if kind == HARD_DOWN:
+        secs = gw.limits.hard_down_cooldown_secs
+        lane.hard_down_until = max(lane.hard_down_until, now + secs)
+        cell.hard_down(now, secs)
+        return
+    cell.record_failure(now, failure.retry_after)

@@ -1,0 +1,124 @@
+"""The running gateway: runtime objects built from a ``LoadedConfig``, plus the upstream client.
+
+``Gateway.build(loaded, env, clock=time.monotonic)`` resolves every provider credential, builds
+lanes, pools and breaker cells, and opens the shared upstream client. Target resolution:
+``target(name)`` -> ``Pool`` | ``Lane`` | ``None``; ``adhoc_lane(provider, model)`` for the
+``/{provider}/{model}/v1/messages`` route (no pool; lane-default cell; cached per pair).
+
+Raises ``busbar.config.secrets.SecretError`` for an unresolvable credential.
+Source: seeds 001 "models" (Direct routing), "pools".
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Mapping
+
+import httpx
+
+from busbar.config.load import LoadedConfig
+from busbar.config.schema import BreakerConfig, ModelConfig
+from busbar.config.secrets import resolve_secret
+from busbar.config.validate import _merged_provider_fields
+from busbar.proto.registry import get_dialect
+from busbar.proxy.breaker import BreakerCell
+from busbar.proxy.egress import auth_headers, make_client
+from busbar.proxy.runtime import Lane, Member, Pool, Provider
+
+log = logging.getLogger("busbar")
+
+
+class Gateway:
+    """Everything the request path needs; one instance per process (rebuilt on config reload)."""
+
+    def __init__(self, loaded: LoadedConfig, providers: dict[str, Provider], lanes: dict[str, Lane],
+                 pools: dict[str, Pool], client: httpx.AsyncClient, clock: Callable[[], float]):
+        self.loaded = loaded
+        self.config = loaded.config
+        self.limits = loaded.config.limits
+        self.providers = providers
+        self.lanes = lanes
+        self.pools = pools
+        self.client = client
+        self.clock = clock
+        self._adhoc: dict[tuple[str, str], Lane] = {}
+        self.auth = {name: auth_headers(p) for name, p in providers.items()}
+
+    @classmethod
+    def build(cls, loaded: LoadedConfig, env: Mapping[str, str], *, clock: Callable[[], float] = time.monotonic,
+              transport: httpx.AsyncBaseTransport | None = None, module_resolver=None) -> "Gateway":
+        cfg = loaded.config
+        providers: dict[str, Provider] = {}
+        for name, dep in cfg.providers.items():
+            merged = _merged_provider_fields(loaded, name)
+            key = resolve_secret(dep.api_key, env, where=f"providers.{name}.api_key",
+                                 module_resolver=module_resolver)
+            if not key:
+                log.warning("providers.%s.api_key resolves to an empty value; the lane will fail "
+                            "upstream auth", name)
+            providers[name] = Provider(
+                name=name, protocol=merged["protocol"], dialect=get_dialect(merged["protocol"]),
+                base_url=str(merged["base_url"]).rstrip("/"), path=merged.get("path"),
+                path_base=merged.get("path_base"), auth=merged.get("auth"),
+                error_map=merged["error_map"], api_key=key)
+        default_breaker = BreakerConfig()
+        lanes = {name: Lane(name, providers[m.provider], m, BreakerCell(default_breaker, hash(name)))
+                 for name, m in cfg.models.items()}
+        pools: dict[str, Pool] = {}
+        for pname, pcfg in cfg.pools.items():
+            members = [Member(lanes[mc.model], mc, BreakerCell(pcfg.breaker, hash((pname, i))), i)
+                       for i, mc in enumerate(pcfg.members)]
+            pools[pname] = Pool(pname, pcfg, members)
+        if transport is None:
+            transport = _guarded_transport(loaded)
+        client = make_client(cfg.limits, transport)
+        return cls(loaded, providers, lanes, pools, client, clock)
+
+    def target(self, name: str) -> Pool | Lane | None:
+        """A pool by name, else a model (lane) by name, else ``None``."""
+        pool = self.pools.get(name)
+        if pool is not None:
+            return pool
+        return self.lanes.get(name)
+
+    def adhoc_lane(self, provider: str, model: str) -> Lane | None:
+        """A lane for ``/{provider}/{model}/v1/messages``: the provider's credential, no pool."""
+        key = (provider, model)
+        lane = self._adhoc.get(key)
+        if lane is None:
+            prov = self.providers.get(provider)
+            if prov is None:
+                return None
+            lane = Lane(model, prov, ModelConfig(provider=provider), BreakerCell(BreakerConfig(), hash(key)))
+            self._adhoc[key] = lane
+        return lane
+
+    def routable_names(self) -> list[str]:
+        """Pools then models, for ``GET /v1/models``."""
+        return list(self.pools) + [m for m in self.lanes if m not in self.pools]
+
+    def any_usable(self) -> bool:
+        """``/healthz``: is at least one lane usable somewhere? (reads never take a probe)."""
+        now = self.clock()
+        for pool in self.pools.values():
+            if any(m.usable(now) for m in pool.members):
+                return True
+        return any(l.usable(now) and l.default_cell.admits(now) for l in self.lanes.values())
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _guarded_transport(loaded: LoadedConfig) -> httpx.AsyncBaseTransport:
+    """The upstream transport with the SSRF guard at connect time (seeds 001 "security")."""
+    from busbar.security.ssrf import SsrfPolicy, guarded_transport
+
+    sec = loaded.config.security
+    limits = loaded.config.limits
+    policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
+    allow = tuple(h for p in loaded.config.providers.values() for h in p.allow_metadata_hosts)
+    return guarded_transport(policy, purpose="provider", provider_allow=allow, allow_private=True,
+                             limits=httpx.Limits(max_connections=None,
+                                                 max_keepalive_connections=limits.pool_max_idle_per_host,
+                                                 keepalive_expiry=limits.pool_idle_timeout_secs))
+

@@ -1,0 +1,151 @@
+"""Relay a committed attempt to the client: a whole body, or a stream past the first-byte boundary.
+
+``Reply`` is what the server writes: status, headers, and either ``body`` bytes or an async
+``stream`` of frames. Framing headers of the upstream (content-length, transfer-encoding,
+content-encoding, connection) are never copied onto a re-encoded body (case C052).
+
+After the first byte a failure cannot fail over: the lane is penalized, the lifetime budget slot
+is refunded, and the client receives the in-band error frame of its own streaming dialect —
+never a clean finish (cases C003, C025). Long gaps between upstream chunks are bridged with the
+ingress dialect's keep-alive (a comment / ``ping`` event that no SDK dispatches, case C005).
+
+Source: seeds 001 "failover" (Failover boundary, Budget refund); ORIGINAL §2.3.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Callable
+
+import httpx
+import orjson
+
+from busbar.ir.model import MessageDelta, MessageStart, StreamError, Usage
+from busbar.proto.base import ErrorKind
+
+log = logging.getLogger("busbar")
+
+
+@dataclass(slots=True)
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes = b""
+    stream: AsyncIterator[bytes] | None = None
+    usage: Usage = field(default_factory=Usage)
+
+
+def error_reply(ingress, status: int, kind: str, message: str, extra: dict | None = None) -> Reply:
+    """A Busbar-originated error in the caller's own envelope."""
+    st, headers, body = ingress.error_response(status, kind, message)
+    if extra:
+        headers = {**headers, **extra}
+    return Reply(st, headers, body)
+
+
+def relay_failure(call, failure, same_protocol: bool) -> Reply:
+    """Relay an upstream error: verbatim on a same-protocol hop, re-enveloped otherwise (C020)."""
+    if same_protocol and failure.status and failure.body:
+        return Reply(failure.status, {"content-type": failure.content_type}, failure.body)
+    msg = failure.info.message if failure.info else f"upstream returned HTTP {failure.status}"
+    status = failure.status or 502
+    return error_reply(call.ingress, status, ErrorKind.from_status(status), msg)
+
+
+def whole_reply(call, lane, success) -> Reply:
+    """A non-stream 2xx: passthrough bytes, or translate through the IR."""
+    egress = lane.provider.dialect
+    if egress is call.ingress:
+        ctype = success.response.headers.get("content-type", "application/json")
+        return Reply(200, {"content-type": ctype}, success.body)
+    resp = egress.read_response(orjson.loads(success.body))
+    out = call.ingress.write_response(resp, call.called, call.ir)
+    return Reply(200, {"content-type": "application/json"}, orjson.dumps(out), usage=resp.usage)
+
+
+def stream_reply(call, lane, success, *, keepalive_s: float,
+                 on_end: Callable[[bool | None], None]) -> Reply:
+    """A committed stream. ``on_end(outcome)`` runs exactly once when the stream ends: ``True`` for
+    a clean finish, ``False`` for a mid-stream upstream failure, ``None`` when the client went away
+    (a cancellation is not a member failure — case C026)."""
+    same = lane.provider.dialect is call.ingress
+    encoder = call.ingress.stream_encoder(call.called, call.ir if not same else _passthrough_ir(call))
+    usage = Usage()
+    gen = _frames(call, success, encoder, same, keepalive_s, on_end, usage)
+    ctype = "text/event-stream" if not same else success.response.headers.get("content-type",
+                                                                               "text/event-stream")
+    headers = {"content-type": getattr(encoder, "content_type", ctype) if not same else ctype,
+               "cache-control": "no-cache"}
+    return Reply(200, headers, stream=gen, usage=usage)
+
+
+def _passthrough_ir(call):
+    from busbar.ir.model import IrRequest
+    return IrRequest(stream=True)
+
+
+async def _frames(call, success, encoder, same: bool, keepalive_s: float, on_end, usage: Usage):
+    decoder, it = success.decoder
+    resp: httpx.Response = success.response
+    outcome: bool | None = None
+    ended = False
+    nxt = None
+    try:
+        for chunk in success.first:
+            if same:
+                yield chunk
+        for ev in success.events:
+            _tap_usage(ev, usage)
+            if not same:
+                out = encoder.encode(ev)
+                if out:
+                    yield out
+        while True:
+            nxt = asyncio.ensure_future(it.__anext__())
+            while True:
+                done, _ = await asyncio.wait((nxt,), timeout=keepalive_s)
+                if done:
+                    break
+                yield encoder.keepalive()
+            try:
+                chunk = nxt.result()
+            except StopAsyncIteration:
+                events = decoder.close()
+                ended = True
+            else:
+                if same:
+                    yield chunk
+                events = decoder.feed(chunk)
+            failed = False
+            for ev in events:
+                _tap_usage(ev, usage)
+                if isinstance(ev, StreamError):
+                    failed = True
+                    if same and not ended:
+                        continue          # the upstream's own error frame was relayed verbatim
+                    yield encoder.encode(ev)
+                elif not same:
+                    out = encoder.encode(ev)
+                    if out:
+                        yield out
+            if failed:
+                outcome = False
+                break
+            if ended:
+                outcome = True
+                break
+    except httpx.HTTPError as e:
+        log.warning("upstream stream from %s broke after the first byte: %s", call.called, e)
+        outcome = False
+        yield encoder.encode(StreamError(ErrorKind.API_ERROR, "upstream connection lost mid-stream"))
+    finally:
+        if nxt is not None and not nxt.done():
+            nxt.cancel()
+        await resp.aclose()
+        on_end(outcome)
+
+
+def _tap_usage(ev, usage: Usage) -> None:
+    if isinstance(ev, (MessageStart, MessageDelta)):
+        usage.merge(ev.usage)

@@ -1,0 +1,58 @@
+"""The ASGI application: the raw data plane in front of a FastAPI app for the other routes.
+
+``create_app(state) -> ASGI app``. ``AppState.gateway`` is the live ``Gateway``; swapping it is
+how a reload applies (the data plane reads it per request).
+
+FastAPI routes: ``GET /healthz`` (``ok`` / 503 ``no usable lanes``; reads never take a breaker
+probe), ``GET /v1/models`` (OpenAI list shape: pools then models), and a catch-all that answers
+unknown routes with a native-envelope 404 (Anthropic shape under ``/v1/messages`` paths, else
+OpenAI's).
+
+Source: ORIGINAL §7.1 (data-plane routes); seeds 001 "Minimal working example".
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+
+from busbar import __version__
+from busbar.proto.base import ErrorKind
+from busbar.proto.registry import get_dialect
+from busbar.server.dataplane import DataPlane
+
+
+@dataclass
+class AppState:
+    gateway: object
+    started_at: float = 0.0
+
+
+def create_app(state: AppState):
+    """Build the data-plane ASGI app around ``state``."""
+    api = FastAPI(title="Busbar", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+
+    @api.get("/healthz")
+    async def healthz():
+        if state.gateway.any_usable():
+            return PlainTextResponse("ok")
+        return PlainTextResponse("no usable lanes", status_code=503)
+
+    @api.get("/v1/models")
+    async def models():
+        created = int(state.started_at or time.time())
+        data = [{"id": n, "object": "model", "created": created, "owned_by": "busbar"}
+                for n in state.gateway.routable_names()]
+        return JSONResponse({"object": "list", "data": data})
+
+    @api.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    async def not_found(path: str, request: Request):
+        dialect = get_dialect("anthropic" if "/messages" in path else "openai")
+        status = 404 if request.method in ("GET", "POST") else 405
+        st, headers, body = dialect.error_response(status, ErrorKind.NOT_FOUND,
+                                                   f"no route for {request.method} /{path}")
+        return Response(body, status_code=st, headers=headers)
+
+    return DataPlane(state, api)

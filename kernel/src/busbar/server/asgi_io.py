@@ -1,0 +1,111 @@
+"""Raw ASGI I/O for the data plane: bounded body reads, replies, and client-disconnect cancellation.
+
+- ``read_body(scope, receive, cap)``: the request body, or ``PayloadTooLarge`` as soon as the
+  declared or received size passes ``limits.request_body_max_bytes`` (bytes).
+- ``run_cancellable(receive, coro)``: await ``coro`` while watching for ``http.disconnect``; a
+  client that goes away cancels the upstream work at once (case C026). Returns ``None`` then.
+- ``send_reply(send, receive, reply)``: write a ``Reply``; a streaming body is cancelled the
+  moment the client disconnects, so the upstream connection is closed and the permit released.
+
+Source: seeds 001 "limits" (request_body_max_bytes); ORIGINAL §2.3 (client disconnect).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from busbar.proto.errors import PayloadTooLarge
+from busbar.proxy.relay import Reply
+
+
+async def read_body(scope, receive, cap: int) -> bytes:
+    """Read the whole request body, refusing anything over ``cap`` bytes with ``PayloadTooLarge``."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                if int(value) > cap:
+                    raise PayloadTooLarge(f"request body of {int(value)} bytes exceeds the "
+                                          f"{cap}-byte limit (limits.request_body_max_bytes)")
+            except ValueError:
+                pass
+            break
+    chunks = []
+    size = 0
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            raise ConnectionAbortedError("client disconnected while sending the body")
+        body = msg.get("body", b"")
+        if body:
+            size += len(body)
+            if size > cap:
+                raise PayloadTooLarge(f"request body exceeds the {cap}-byte limit "
+                                      f"(limits.request_body_max_bytes)")
+            chunks.append(body)
+        if not msg.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def run_cancellable(receive, coro):
+    """Await ``coro`` unless the client disconnects first (then cancel it and return ``None``)."""
+    work = asyncio.ensure_future(coro)
+    watch = asyncio.ensure_future(_wait_disconnect(receive))
+    try:
+        done, _ = await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        work.cancel()
+        watch.cancel()
+        raise
+    if work in done:
+        watch.cancel()
+        return work.result()
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await work
+    return None
+
+
+async def _wait_disconnect(receive) -> None:
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            return
+
+
+def _raw_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+
+
+async def send_reply(send, receive, reply: Reply) -> None:
+    """Write ``reply``; for a stream, cancel it as soon as the client disconnects."""
+    if reply.stream is None:
+        headers = _raw_headers(reply.headers)
+        headers.append((b"content-length", str(len(reply.body)).encode()))
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        await send({"type": "http.response.body", "body": reply.body})
+        return
+    await send({"type": "http.response.start", "status": reply.status,
+                "headers": _raw_headers(reply.headers)})
+    pump = asyncio.ensure_future(_pump(send, reply.stream))
+    watch = asyncio.ensure_future(_wait_disconnect(receive))
+    try:
+        done, _ = await asyncio.wait((pump, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not pump.done():
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pump
+        watch.cancel()
+    if pump in done:
+        pump.result()
+
+
+async def _pump(send, stream) -> None:
+    try:
+        async for frame in stream:
+            if frame:
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    finally:
+        await stream.aclose()

@@ -1,0 +1,116 @@
+"""The data-plane ASGI application: protocol ingress routes on a lean raw-ASGI hot path.
+
+Routes (this build: OpenAI Chat and Anthropic Messages ingress; the other four protocols attach
+here as their dialects land):
+
+- ``POST /v1/chat/completions``             OpenAI; the pool or model is the body's ``model``
+- ``POST /v1/messages``                     Anthropic; the pool or model is the body's ``model``
+- ``POST /{name}/v1/messages``              Anthropic; pool or model named in the path
+- ``POST /{provider}/{model}/v1/messages``  Anthropic ad-hoc route: no pool, the named provider
+
+Everything else (``GET /healthz``, ``GET /v1/models``, unknown routes) goes to the FastAPI app
+(``busbar.server.app``). Every reply of a served request carries ``x-busbar-route-target``.
+Faults answer in the caller's own envelope: malformed JSON 400, unknown pool/model 404,
+oversized body 413 (seeds 001 "limits"; ORIGINAL §7.4).
+"""
+from __future__ import annotations
+
+import logging
+
+import orjson
+
+from busbar.proto.base import ErrorKind
+from busbar.proto.errors import ProtoError
+from busbar.proto.registry import get_dialect
+from busbar.proxy.attempt import Call
+from busbar.proxy.engine import forward
+from busbar.proxy.relay import error_reply
+from busbar.server.asgi_io import read_body, run_cancellable, send_reply
+
+log = logging.getLogger("busbar.access")
+
+OPENAI = get_dialect("openai")
+ANTHROPIC = get_dialect("anthropic")
+
+
+def match_ingress(method: str, path: str):
+    """(dialect, name_from_path, adhoc_provider) for a data-plane POST route, else ``None``."""
+    if method != "POST":
+        return None
+    if path == "/v1/chat/completions":
+        return OPENAI, None, None
+    if path == "/v1/messages":
+        return ANTHROPIC, None, None
+    if path.endswith("/v1/messages"):
+        parts = path[1:-len("/v1/messages")].split("/", 1)
+        if len(parts) == 1 and parts[0]:
+            return ANTHROPIC, parts[0], None
+        if len(parts) == 2 and parts[0] and parts[1]:
+            return ANTHROPIC, parts[1], parts[0]
+    return None
+
+
+class DataPlane:
+    """ASGI app: serves ingress routes itself, delegates the rest to ``fallback`` (FastAPI)."""
+
+    def __init__(self, state, fallback):
+        self.state = state          # busbar.server.app.AppState (holds the live Gateway)
+        self.fallback = fallback
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.fallback(scope, receive, send)
+        route = match_ingress(scope["method"], scope["path"])
+        if route is None:
+            return await self.fallback(scope, receive, send)
+        dialect, path_name, adhoc_provider = route
+        gw = self.state.gateway
+        try:
+            raw = await read_body(scope, receive, gw.limits.request_body_max_bytes)
+        except ProtoError as e:
+            return await send_reply(send, receive, error_reply(dialect, e.status, e.kind, e.message))
+        except ConnectionAbortedError:
+            return
+        reply = await self._serve(gw, scope, dialect, raw, path_name, adhoc_provider, receive)
+        if reply is None:            # the client went away; upstream work was cancelled
+            log.info("499 %s %s client closed the request", scope["method"], scope["path"])
+            return
+        await send_reply(send, receive, reply)
+
+    async def _serve(self, gw, scope, dialect, raw: bytes, path_name, adhoc_provider, receive):
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, f"request body is not valid JSON: {e}")
+        if not isinstance(body, dict):
+            return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, "request body must be a JSON object")
+        name = path_name if path_name is not None else body.get("model")
+        if not isinstance(name, str) or not name:
+            return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
+                               "'model' is required: name a pool or a model")
+        if adhoc_provider is not None:
+            target = gw.adhoc_lane(adhoc_provider, name)
+            if target is None:
+                return error_reply(dialect, 404, ErrorKind.NOT_FOUND,
+                                   f"provider '{adhoc_provider}' is not configured")
+        else:
+            target = gw.target(name)
+            if target is None:
+                return error_reply(dialect, 404, ErrorKind.NOT_FOUND,
+                                   f"the model '{name}' does not exist: no pool or model of that name "
+                                   f"is configured")
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        call = Call(dialect, body, raw, bool(body.get("stream")), headers, name)
+        try:
+            if call.ingress is not None and _needs_ir_check(call, target):
+                call.ir  # validate the body's shape before any upstream work
+        except ProtoError as e:
+            return error_reply(dialect, e.status, e.kind, e.message)
+        return await run_cancellable(receive, forward(gw, call, target))
+
+
+def _needs_ir_check(call: Call, target) -> bool:
+    """Cross-protocol targets need the IR anyway; parse it up front so a bad body is a clean 400."""
+    members = getattr(target, "members", None)
+    lanes = [m.lane for m in members] if members is not None else [target]
+    return any(l.provider.dialect is not call.ingress for l in lanes)
