@@ -45,7 +45,19 @@ OPENAI_TYPE_TO_KIND = {
 
 _HEADERS = {"content-type": "application/json"}
 _MAX_MESSAGE_CHARS = 4096
-_FIELD_RE = {k: re.compile(rf'"{k}"\s*:\s*"((?:[^"\\]|\\.)*)"') for k in ("message", "type", "code")}
+_FIELD_RE = {  # for truncated JSON: type/code must be complete, a message may be cut short
+    "message": re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)'),
+    "type": re.compile(r'"type"\s*:\s*"((?:[^"\\]|\\.)*)"'),
+    "code": re.compile(r'"code"\s*:\s*"((?:[^"\\]|\\.)*)"'),
+}
+_ERROR_OBJ_RE = re.compile(r'"error"\s*:\s*\{')
+
+
+def _unescape(s: str) -> str:
+    try:
+        return orjson.loads(f'"{s}"')
+    except orjson.JSONDecodeError:
+        return s
 
 
 def error_payload(kind: str, message: str, status: int | None = None) -> dict:
@@ -100,7 +112,9 @@ def read_error(status: int, body: bytes) -> UpstreamErrorInfo:
         return UpstreamErrorInfo(code, f"upstream returned HTTP {status}", typ)
     text = body.decode("utf-8", "replace").strip() if body else ""
     if text.startswith("{"):
-        found = {k: (m.group(1) if (m := r.search(text)) else None) for k, r in _FIELD_RE.items()}
+        m = _ERROR_OBJ_RE.search(text)
+        scope = text[m.end():] if m else text
+        found = {k: (_unescape(f.group(1)) if (f := r.search(scope)) else None) for k, r in _FIELD_RE.items()}
         if found["message"] is not None:
             return UpstreamErrorInfo(found["code"] or found["type"], found["message"], found["type"])
     return UpstreamErrorInfo(None, text[:_MAX_MESSAGE_CHARS] or f"upstream returned HTTP {status}")
