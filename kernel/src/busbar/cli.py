@@ -20,7 +20,6 @@ import argparse
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 
 from busbar import __version__
@@ -81,12 +80,12 @@ def _list_plugins(loaded) -> int:
 
 
 def serve(loaded) -> int:
-    """Build the gateway and run it on ``listen`` until SIGINT/SIGTERM."""
-    import uvicorn
+    """Build the gateway and run it on ``listen`` until SIGINT/SIGTERM (see ``server.lifecycle``)."""
+    import asyncio
 
     from busbar.config.secrets import SecretError
     from busbar.proxy.gateway import Gateway
-    from busbar.server.app import AppState, create_app
+    from busbar.server.lifecycle import run
 
     try:
         gateway = Gateway.build(loaded, os.environ)
@@ -100,16 +99,13 @@ def serve(loaded) -> int:
     except ValueError:
         print(f"config.yaml: listen: '{loaded.config.listen}' is not host:port", file=sys.stderr)
         return EXIT_INVALID
-    state = AppState(gateway=gateway, started_at=time.time())
-    app = create_app(state)
-    config = uvicorn.Config(app, host=host, port=port_n, lifespan="off", access_log=False,
-                            log_level=logging.getLogger().getEffectiveLevel(),
-                            loop="auto", http="auto", timeout_keep_alive=75)
-    server = uvicorn.Server(config)
-    logging.getLogger("busbar").info("busbar %s listening on %s (%d pools, %d models)", __version__,
-                                     loaded.config.listen, len(gateway.pools), len(gateway.lanes))
-    server.run()
-    return 0 if server.started else 1
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop ships with uvicorn[standard]
+        runner = asyncio.run
+    started = runner(run(loaded, gateway, host, port_n))
+    return 0 if started else 1
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ async def _direct(gw, call: Call, lane: Lane) -> Reply:
             cell.release_probe()
         wait = max(1.0, max(cell.cooldown_until, lane.hard_down_until) - now)
         return _exhausted_reply(call, wait)
-    res = await _run(gw, call, lane, lane, cell, gw.limits.upstream_request_timeout_secs)
+    res = await _run(gw, call, lane, lane, cell, gw.limits.upstream_request_timeout_secs, "")
     if isinstance(res, AttemptFailure):
         return _final_failure(call, res, lane, 1.0)
     return res
@@ -57,7 +57,7 @@ async def _direct(gw, call: Call, lane: Lane) -> Reply:
 
 async def _walk_pool(gw, call: Call, pool: Pool, deadline: float, visited: set[str]) -> Reply:
     visited.add(pool.name)
-    excluded: set[int] = set(m.index for m in pool.members if m.lane.name in pool.exclusions)
+    excluded: set[int] = set(pool.excluded_idx)
     max_attempts = 1 + max(0, pool.cfg.failover.max_hops)
     attempts = 0
     last: tuple[AttemptFailure, Member] | None = None
@@ -69,7 +69,7 @@ async def _walk_pool(gw, call: Call, pool: Pool, deadline: float, visited: set[s
             return error_reply(call.ingress, 503, ErrorKind.OVERLOADED,
                                f"pool '{pool.name}': failover deadline of "
                                f"{pool.cfg.failover.timeout_secs}s exceeded", {"retry-after": "1"})
-        member = affinity_pick(pool, session, now, excluded - _excluded_cfg(pool)) if attempts == 0 else None
+        member = affinity_pick(pool, session, now, excluded - pool.excluded_idx) if attempts == 0 else None
         if member is None:
             member = swrr_pick(pool, now, excluded)
         if member is None:
@@ -80,8 +80,10 @@ async def _walk_pool(gw, call: Call, pool: Pool, deadline: float, visited: set[s
                 member.cell.release_probe()
             excluded.add(member.index)
             continue
+        if last is not None:
+            gw.metrics.failover(pool.name, last[0].reason)     # this attempt is a failover hop
         attempts += 1
-        res = await _run(gw, call, member.lane, member, member.cell, remaining)
+        res = await _run(gw, call, member.lane, member, member.cell, remaining, pool.name)
         if not isinstance(res, AttemptFailure):
             return res
         kind = effect(res.cls)
@@ -102,20 +104,16 @@ async def _walk_pool(gw, call: Call, pool: Pool, deadline: float, visited: set[s
     return await _on_exhausted(gw, call, pool, deadline, visited, excluded)
 
 
-def _excluded_cfg(pool: Pool) -> set[int]:
-    return {m.index for m in pool.members if m.lane.name in pool.exclusions}
-
-
 async def _on_exhausted(gw, call, pool: Pool, deadline: float, visited: set[str], excluded: set[int]) -> Reply:
     now = gw.clock()
     mode = pool.on_exhausted
     if mode == "fallback" and pool.fallback not in visited and pool.fallback in gw.pools:
         return await _walk_pool(gw, call, gw.pools[pool.fallback], deadline, visited)
     if mode == "least_bad":
-        member = least_bad(pool, now, _excluded_cfg(pool))
+        member = least_bad(pool, now, pool.excluded_idx)
         if member is not None and member.lane.acquire():
             log.warning("pool %s exhausted: degraded dispatch to %s (least_bad)", pool.name, member.lane.name)
-            res = await _run(gw, call, member.lane, member, member.cell, deadline - now)
+            res = await _run(gw, call, member.lane, member, member.cell, deadline - now, pool.name)
             if not isinstance(res, AttemptFailure):
                 return res
             return _final_failure(call, res, member.lane, soonest_cooldown(pool, gw.clock()))
@@ -149,7 +147,7 @@ def _final_failure(call, failure: AttemptFailure, lane: Lane, wait_s: float) -> 
     return reply
 
 
-async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float) -> Reply | AttemptFailure:
+async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float, pool: str) -> Reply | AttemptFailure:
     """One admitted attempt (permit already held): record its outcome on ``cell``/``lane``."""
     t0 = gw.clock()
     released = False
@@ -160,6 +158,7 @@ async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float) -> Reply
             released = True
             lane.release()
 
+    gw.metrics.attempt(pool, lane.name)
     try:
         res = await attempt(gw, call, who, remaining)
     except BaseException:
@@ -169,7 +168,7 @@ async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float) -> Reply
     now = gw.clock()
     if isinstance(res, AttemptFailure):
         release()
-        _record_failure(gw, lane, cell, res, now)
+        _record_failure(gw, lane, cell, res, now, pool)
         return res
     if lane.budget > 0:
         lane.budget -= 1
@@ -190,7 +189,9 @@ async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float) -> Reply
             cell.record_success(t)
             lane.ok += 1
         elif outcome is False:
-            cell.record_failure(t)
+            if cell.record_failure(t):
+                gw.metrics.trip(pool, lane.name)
+            gw.metrics.failure(pool, lane.name, "stream_error")
             lane.err += 1
             if lane.budget >= 0:
                 lane.budget += 1          # refund: the body failed after 2xx headers
@@ -202,8 +203,9 @@ async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float) -> Reply
     return reply
 
 
-def _record_failure(gw, lane: Lane, cell, failure: AttemptFailure, now: float) -> None:
+def _record_failure(gw, lane: Lane, cell, failure: AttemptFailure, now: float, pool: str) -> None:
     kind = effect(failure.cls)
+    gw.metrics.failure(pool, lane.name, "attempt_timeout" if failure.reason == "attempt_timeout" else failure.cls)
     if kind == CLIENT:
         lane.client_fault += 1
         cell.release_probe()
@@ -217,4 +219,5 @@ def _record_failure(gw, lane: Lane, cell, failure: AttemptFailure, now: float) -
         lane.hard_down_until = max(lane.hard_down_until, now + secs)
         cell.hard_down(now, secs)
         return
-    cell.record_failure(now, failure.retry_after)
+    if cell.record_failure(now, failure.retry_after):
+        gw.metrics.trip(pool, lane.name)

@@ -23,6 +23,7 @@ from busbar.config.validate import _merged_provider_fields
 from busbar.proto.registry import get_dialect
 from busbar.proxy.breaker import BreakerCell
 from busbar.proxy.egress import auth_headers, make_client
+from busbar.proxy.metrics import Metrics, NullMetrics
 from busbar.proxy.runtime import Lane, Member, Pool, Provider
 
 log = logging.getLogger("busbar")
@@ -43,6 +44,11 @@ class Gateway:
         self.clock = clock
         self._adhoc: dict[tuple[str, str], Lane] = {}
         self.auth = {name: auth_headers(p) for name, p in providers.items()}
+        self.metrics: NullMetrics = NullMetrics()
+        self.cells_by_lane: dict[str, list] = {name: [lane.default_cell] for name, lane in lanes.items()}
+        for pool in pools.values():
+            for m in pool.members:
+                self.cells_by_lane[m.lane.name].append(m.cell)
 
     @classmethod
     def build(cls, loaded: LoadedConfig, env: Mapping[str, str], *, clock: Callable[[], float] = time.monotonic,
@@ -60,7 +66,7 @@ class Gateway:
                 name=name, protocol=merged["protocol"], dialect=get_dialect(merged["protocol"]),
                 base_url=str(merged["base_url"]).rstrip("/"), path=merged.get("path"),
                 path_base=merged.get("path_base"), auth=merged.get("auth"),
-                error_map=merged["error_map"], api_key=key)
+                error_map=merged["error_map"], api_key=key, health=merged.get("health"))
         default_breaker = BreakerConfig()
         lanes = {name: Lane(name, providers[m.provider], m, BreakerCell(default_breaker, hash(name)))
                  for name, m in cfg.models.items()}
@@ -72,7 +78,9 @@ class Gateway:
         if transport is None:
             transport = _guarded_transport(loaded)
         client = make_client(cfg.limits, transport)
-        return cls(loaded, providers, lanes, pools, client, clock)
+        gw = cls(loaded, providers, lanes, pools, client, clock)
+        gw.metrics = Metrics(gw) if cfg.metrics is not None else NullMetrics()
+        return gw
 
     def target(self, name: str) -> Pool | Lane | None:
         """A pool by name, else a model (lane) by name, else ``None``."""

@@ -30,6 +30,7 @@ class Provider:
     auth: str | None
     error_map: dict[str, str]
     api_key: str
+    health: dict | None = None       # {mode, interval_secs, timeout_secs} or None (= mode none)
     extra_headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -102,7 +103,7 @@ class Member:
 class Pool:
     """A named weighted group of members. ``members`` keep config order (idx = position)."""
 
-    __slots__ = ("name", "members", "cfg", "fallback", "exclusions", "affinity_header")
+    __slots__ = ("name", "members", "cfg", "fallback", "exclusions", "excluded_idx", "affinity_header")
 
     def __init__(self, name: str, cfg: PoolConfig, members: list[Member]):
         self.name = name
@@ -111,6 +112,7 @@ class Pool:
         self.fallback = cfg.on_exhausted.fallback_pool if isinstance(cfg.on_exhausted, FallbackPool) \
             else None
         self.exclusions = frozenset(cfg.failover.exclusions)
+        self.excluded_idx = frozenset(m.index for m in members if m.lane.name in self.exclusions)
         self.affinity_header = cfg.affinity.header_name.lower() if cfg.affinity else None
 
     @property

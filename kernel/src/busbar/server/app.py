@@ -40,6 +40,16 @@ def create_app(state: AppState):
             return PlainTextResponse("ok")
         return PlainTextResponse("no usable lanes", status_code=503)
 
+    @api.get("/metrics")
+    async def metrics():
+        m = state.gateway.metrics
+        if not m.enabled:
+            dialect = get_dialect("openai")
+            st, headers, body = dialect.error_response(404, ErrorKind.NOT_FOUND,
+                                                       "metrics are disabled: add a metrics: block")
+            return Response(body, status_code=st, headers=headers)
+        return Response(m.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
     @api.get("/v1/models")
     async def models():
         created = int(state.started_at or time.time())

@@ -71,42 +71,52 @@ class DataPlane:
             return await send_reply(send, receive, error_reply(dialect, e.status, e.kind, e.message))
         except ConnectionAbortedError:
             return
-        reply = await self._serve(gw, scope, dialect, raw, path_name, adhoc_provider, receive)
+        reply, name = await self._serve(gw, scope, dialect, raw, path_name, adhoc_provider, receive)
         if reply is None:            # the client went away; upstream work was cancelled
             log.info("499 %s %s client closed the request", scope["method"], scope["path"])
             return
+        if gw.metrics.enabled:
+            gw.metrics.request(dialect.name, name if name in gw.pools else "", _outcome(reply.status))
         await send_reply(send, receive, reply)
 
     async def _serve(self, gw, scope, dialect, raw: bytes, path_name, adhoc_provider, receive):
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
-            return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, f"request body is not valid JSON: {e}")
+            return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, f"request body is not valid JSON: {e}"), None
         if not isinstance(body, dict):
-            return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, "request body must be a JSON object")
+            return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, "request body must be a JSON object"), None
         name = path_name if path_name is not None else body.get("model")
         if not isinstance(name, str) or not name:
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
-                               "'model' is required: name a pool or a model")
+                               "'model' is required: name a pool or a model"), None
         if adhoc_provider is not None:
             target = gw.adhoc_lane(adhoc_provider, name)
             if target is None:
                 return error_reply(dialect, 404, ErrorKind.NOT_FOUND,
-                                   f"provider '{adhoc_provider}' is not configured")
+                                   f"provider '{adhoc_provider}' is not configured"), None
         else:
             target = gw.target(name)
             if target is None:
                 return error_reply(dialect, 404, ErrorKind.NOT_FOUND,
                                    f"the model '{name}' does not exist: no pool or model of that name "
-                                   f"is configured")
+                                   f"is configured"), None
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         call = Call(dialect, body, raw, bool(body.get("stream")), headers, name)
         try:
-            if call.ingress is not None and _needs_ir_check(call, target):
+            if _needs_ir_check(call, target):
                 call.ir  # validate the body's shape before any upstream work
         except ProtoError as e:
-            return error_reply(dialect, e.status, e.kind, e.message)
-        return await run_cancellable(receive, forward(gw, call, target))
+            return error_reply(dialect, e.status, e.kind, e.message), None
+        return await run_cancellable(receive, forward(gw, call, target)), name
+
+
+def _outcome(status: int) -> str:
+    if status < 400:
+        return "ok"
+    if status == 503:
+        return "exhausted"
+    return "client_error" if status < 500 else "error"
 
 
 def _needs_ir_check(call: Call, target) -> bool:

@@ -1,0 +1,343 @@
+"""Fault injection: scripted rules, their validation, and how a rule becomes an :class:`~.wire.Outcome`.
+
+A script is an ordered list of rules ``{"match": {...}, "times": N, "response": {...}}`` (the JSON of
+``POST /_mock/script`` and ``--script FILE``). Each protocol request takes the first rule whose match
+fits; a rule serves ``times`` requests (default 1, -1 = forever) and is then removed, so rules with
+the same match are consumed first in, first out.
+
+``match`` keys (all optional, null = any): ``protocol`` (one of :data:`PROTOCOLS`), ``model`` (the
+body's ``model``), ``path_prefix`` (the raw request path starts with it), ``stream`` (bool).
+
+``response`` keys (all optional): ``status``, ``body`` (JSON value, or a string sent verbatim),
+``headers``, ``delay_ms``, ``hang``, ``fixture``, ``sse``, ``chunk_delay_ms``, ``drop_after``,
+``error_after``, ``error`` (payload or message of the in-band error), ``text`` (replaces the default
+reply text). At most one of body / fixture / sse / text. Semantics: docs/mock-provider.md.
+
+Validation collects every fault with its key path and raises once (:class:`ScriptError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from . import fixtures as fx
+from .base import Dialect
+from .wire import Outcome
+
+__all__ = ["PROTOCOLS", "Match", "ResponseSpec", "Rule", "Script", "ScriptError", "parse_rules", "scripted_outcome"]
+
+PROTOCOLS = ("openai", "anthropic", "responses", "gemini", "bedrock", "cohere")
+_ABSENT: Any = object()
+_MATCH_KEYS = ("protocol", "model", "path_prefix", "stream")
+_RESPONSE_KEYS = (
+    "status", "body", "headers", "delay_ms", "hang", "fixture", "sse",
+    "chunk_delay_ms", "drop_after", "error_after", "error", "text",
+)
+_MAX_DELAY_MS = 3_600_000
+
+
+class ScriptError(ValueError):
+    """An invalid script; ``faults`` lists one line per problem (key path, found, allowed)."""
+
+    def __init__(self, faults: list[str]) -> None:
+        super().__init__("; ".join(faults))
+        self.faults = faults
+
+
+@dataclass(slots=True)
+class Match:
+    """Which requests a rule applies to; None fields match anything."""
+
+    protocol: str | None = None
+    model: str | None = None
+    path_prefix: str | None = None
+    stream: bool | None = None
+
+    def fits(self, protocol: str | None, model: Any, path: str, stream: bool) -> bool:
+        """True when every set field equals the request's value."""
+        return (
+            (self.protocol is None or self.protocol == protocol)
+            and (self.model is None or self.model == model)
+            and (self.path_prefix is None or path.startswith(self.path_prefix))
+            and (self.stream is None or self.stream == stream)
+        )
+
+
+@dataclass(slots=True)
+class ResponseSpec:
+    """A validated ``response`` object; absent keys are None (``body`` uses a private sentinel)."""
+
+    status: int | None = None
+    body: Any = _ABSENT
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_ms: float | None = None
+    hang: bool = False
+    fixture: str | None = None
+    sse: list[Any] | str | None = None
+    chunk_delay_ms: float | None = None
+    drop_after: int | None = None
+    error_after: int | None = None
+    error: Any = None
+    text: str | None = None
+
+
+@dataclass(slots=True)
+class Rule:
+    """One script rule: match, remaining uses (-1 = forever), response, and its source JSON."""
+
+    match: Match
+    times: int
+    response: ResponseSpec
+    source: dict[str, Any]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _parse_response(raw: Any, at: str, faults: list[str], store: fx.FixtureStore) -> ResponseSpec:
+    spec = ResponseSpec()
+    if not isinstance(raw, dict):
+        faults.append(f"{at}: expected an object, found {type(raw).__name__}")
+        return spec
+    for key in raw:
+        if key not in _RESPONSE_KEYS:
+            faults.append(f"{at}.{key}: unknown key; allowed: {', '.join(_RESPONSE_KEYS)}")
+    if "status" in raw:
+        if _is_int(raw["status"]) and 100 <= raw["status"] <= 599:
+            spec.status = raw["status"]
+        else:
+            faults.append(f"{at}.status: {raw['status']!r} is not an HTTP status (an int 100-599)")
+    if "body" in raw:
+        spec.body = raw["body"]
+    headers = raw.get("headers", {})
+    if isinstance(headers, dict) and all(isinstance(v, (str, int, float)) for v in headers.values()):
+        spec.headers = {str(k).lower(): str(v) for k, v in headers.items()}
+    else:
+        faults.append(f"{at}.headers: expected an object of header name -> string or number")
+    for key in ("delay_ms", "chunk_delay_ms"):
+        if key in raw:
+            v = raw[key]
+            if _is_num(v) and 0 <= v <= _MAX_DELAY_MS:
+                setattr(spec, key, float(v))
+            else:
+                faults.append(f"{at}.{key}: {v!r} is not a number of milliseconds in 0..{_MAX_DELAY_MS}")
+    for key in ("drop_after", "error_after"):
+        if key in raw:
+            v = raw[key]
+            if _is_int(v) and v >= 0:
+                setattr(spec, key, v)
+            else:
+                faults.append(f"{at}.{key}: {v!r} is not a count (an int >= 0)")
+    if "hang" in raw:
+        if isinstance(raw["hang"], bool):
+            spec.hang = raw["hang"]
+        else:
+            faults.append(f"{at}.hang: {raw['hang']!r} is not a boolean")
+    if "fixture" in raw:
+        rel = raw["fixture"]
+        if not isinstance(rel, str):
+            faults.append(f"{at}.fixture: {rel!r} is not a path string")
+        else:
+            try:
+                store.resolve(rel)
+                spec.fixture = rel
+            except fx.FixtureError as exc:
+                faults.append(f"{at}.fixture: {exc}; give a path relative to the fixtures dir")
+    if "sse" in raw:
+        if isinstance(raw["sse"], (list, str)):
+            spec.sse = raw["sse"]
+        else:
+            faults.append(f"{at}.sse: expected a list of data payloads or a string of raw SSE text")
+    if "error" in raw:
+        if isinstance(raw["error"], (dict, str)):
+            spec.error = raw["error"]
+        else:
+            faults.append(f"{at}.error: expected an object (event payload) or a string (message)")
+    if "text" in raw:
+        if isinstance(raw["text"], str):
+            spec.text = raw["text"]
+        else:
+            faults.append(f"{at}.text: {raw['text']!r} is not a string")
+    given = [k for k in ("body", "fixture", "sse", "text") if k in raw]
+    if len(given) > 1:
+        faults.append(f"{at}: {' and '.join(given)} are exclusive; keep one")
+    if "drop_after" in raw and "error_after" in raw:
+        faults.append(f"{at}: drop_after and error_after are exclusive; keep one")
+    return spec
+
+
+def parse_rules(doc: Any, store: fx.FixtureStore) -> list[Rule]:
+    """Validate a script document ``{"rules": [...]}`` and return its rules.
+
+    Raises:
+        ScriptError: one fault per problem, e.g. ``rules[0].times: 0 is not a positive count or -1``.
+    """
+    faults: list[str] = []
+    if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
+        raise ScriptError(['script: expected {"rules": [...]}'])
+    for key in doc:
+        if key != "rules":
+            faults.append(f"script.{key}: unknown key; allowed: rules")
+    rules: list[Rule] = []
+    for i, raw in enumerate(doc["rules"]):
+        at = f"rules[{i}]"
+        if not isinstance(raw, dict):
+            faults.append(f"{at}: expected an object, found {type(raw).__name__}")
+            continue
+        for key in raw:
+            if key not in ("match", "times", "response"):
+                faults.append(f"{at}.{key}: unknown key; allowed: match, times, response")
+        match = Match()
+        m = raw.get("match") or {}
+        if not isinstance(m, dict):
+            faults.append(f"{at}.match: expected an object")
+            m = {}
+        for key in m:
+            if key not in _MATCH_KEYS:
+                faults.append(f"{at}.match.{key}: unknown key; allowed: {', '.join(_MATCH_KEYS)}")
+        if m.get("protocol") is not None and m["protocol"] not in PROTOCOLS:
+            faults.append(f"{at}.match.protocol: {m['protocol']!r} is not one of {', '.join(PROTOCOLS)} or null")
+        for key in ("model", "path_prefix"):
+            if m.get(key) is not None and not isinstance(m[key], str):
+                faults.append(f"{at}.match.{key}: {m[key]!r} is not a string or null")
+        if m.get("stream") is not None and not isinstance(m["stream"], bool):
+            faults.append(f"{at}.match.stream: {m['stream']!r} is not a boolean or null")
+        match = Match(m.get("protocol"), m.get("model"), m.get("path_prefix"), m.get("stream"))
+        times = raw.get("times", 1)
+        if not _is_int(times) or (times < 1 and times != -1):
+            faults.append(f"{at}.times: {times!r} is not a positive count or -1 (forever); default 1")
+        if "response" not in raw:
+            faults.append(f"{at}.response: missing; give at least {{}} (the default reply)")
+        spec = _parse_response(raw.get("response", {}), f"{at}.response", faults, store)
+        rules.append(Rule(match, times if _is_int(times) else 1, spec, raw))
+    if faults:
+        raise ScriptError(faults)
+    return rules
+
+
+class Script:
+    """The live rule list (FIFO per match)."""
+
+    def __init__(self) -> None:
+        self.rules: list[Rule] = []
+
+    def add(self, rules: list[Rule]) -> None:
+        """Append rules after the existing ones."""
+        self.rules.extend(rules)
+
+    def clear(self) -> int:
+        """Drop every rule; return how many there were."""
+        n = len(self.rules)
+        self.rules.clear()
+        return n
+
+    def take(self, protocol: str | None, model: Any, path: str, stream: bool) -> ResponseSpec | None:
+        """Consume one use of the first fitting rule and return its response, or None."""
+        for i, rule in enumerate(self.rules):
+            if rule.match.fits(protocol, model, path, stream):
+                if rule.times > 0:
+                    rule.times -= 1
+                    if rule.times == 0:
+                        del self.rules[i]
+                return rule.response
+        return None
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The pending rules as JSON, each with its remaining ``times``."""
+        return [{**r.source, "times": r.times} for r in self.rules]
+
+
+def _body_bytes(body: Any) -> tuple[bytes, str]:
+    if isinstance(body, str):
+        data = body.encode()
+        try:
+            orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return data, "text/plain; charset=utf-8"
+        return data, "application/json"
+    return orjson.dumps(body), "application/json"
+
+
+def _data_frame(item: Any) -> bytes:
+    payload = item.encode() if isinstance(item, str) else orjson.dumps(item)
+    return b"data: " + payload + b"\n\n"
+
+
+def _generic_error_frame(error: Any) -> bytes:
+    payload = error if isinstance(error, dict) else {"error": {"message": error or "mock stream error",
+                                                               "type": "server_error"}}
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def scripted_outcome(
+    spec: ResponseSpec,
+    dialect: Dialect | None,
+    store: fx.FixtureStore,
+    default: Callable[[str | None], Outcome],
+    base_headers: list[tuple[str, str]],
+    knobs: tuple[float, float],
+) -> Outcome:
+    """Turn a scripted response into an :class:`Outcome`.
+
+    Args:
+        spec: the rule's response.
+        dialect: the protocol of the request (None for an unknown path).
+        store: fixtures, for ``fixture``.
+        default: builds the default-reply outcome, given ``spec.text`` (used when the spec has no
+            body, fixture or sse and no error status).
+        base_headers: headers every answer carries (the provider's request id).
+        knobs: (delay_s, chunk_delay_s) from the path, used when the spec does not set them.
+    """
+    out: Outcome
+    if spec.fixture is not None:
+        rel = spec.fixture
+        out = Outcome(spec.status or fx.status_for(rel), [("content-type", fx.content_type_for(rel))])
+        if fx.is_stream(rel):
+            out.frames = store.frames(rel)
+        else:
+            out.body = store.read(rel)
+    elif spec.sse is not None:
+        out = Outcome(spec.status or 200, [("content-type", "text/event-stream; charset=utf-8")])
+        if isinstance(spec.sse, str):
+            out.frames = fx.split_sse(spec.sse.encode())
+        else:
+            frame = dialect.sse_frame if dialect else _data_frame
+            out.frames = [
+                item["raw"].encode() if isinstance(item, dict) and set(item) == {"raw"} else frame(item)
+                for item in spec.sse
+            ]
+    elif spec.body is not _ABSENT:
+        data, ctype = _body_bytes(spec.body)
+        out = Outcome(spec.status or 200, [("content-type", ctype)], body=data)
+    elif spec.status is not None and spec.status >= 400:
+        if dialect is None:
+            data = orjson.dumps({"error": {"code": spec.status, "message": f"Mock error {spec.status}."}})
+            out = Outcome(spec.status, [("content-type", "application/json")], body=data)
+        else:
+            err = dialect.error_reply(spec.status)
+            out = Outcome(err.status, [("content-type", "application/json"), *err.headers], body=err.body)
+    else:
+        out = default(spec.text)
+        if spec.status is not None:
+            out.status = spec.status
+    present = {name for name, _ in out.headers}
+    out.headers = out.headers + [h for h in base_headers if h[0] not in present]
+    if spec.headers:
+        out.headers = [h for h in out.headers if h[0] not in spec.headers] + list(spec.headers.items())
+    out.delay_s = spec.delay_ms / 1000 if spec.delay_ms is not None else knobs[0]
+    out.chunk_delay_s = spec.chunk_delay_ms / 1000 if spec.chunk_delay_ms is not None else knobs[1]
+    out.hang = spec.hang
+    out.drop_after = spec.drop_after
+    if spec.error_after is not None and out.frames is not None:
+        out.error_after = spec.error_after
+        out.error_frame = dialect.stream_error_frame(spec.error) if dialect else _generic_error_frame(spec.error)
+    return out

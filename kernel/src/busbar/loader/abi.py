@@ -1,0 +1,17 @@
+"""The ABI as the kernel sees it: versions, the hookspec module, the typed facade type.
+
+Kernel code imports these names from here (one place to look), never calls ``pm.hook.<name>``:
+each loaded plugin's six hooks are resolved once into a :class:`PluginBinding` and called through
+:class:`busbar.loader.registry.PluginInstance`.
+
+Source: seeds 003 "kind: hook plugin ABI"; STYLE.md §3.
+"""
+from __future__ import annotations
+
+from busbar_sdk import hookspec
+from busbar_sdk._versions import (ENTRY_POINT_GROUP, HOOK_ABI_VERSION, KINDS, PROJECT_NAME, SUPPORTED_ABI_VERSIONS,
+                                  TRANSPORT_VERSION)
+from busbar_sdk.artifact import PluginBinding
+
+__all__ = ["hookspec", "PluginBinding", "TRANSPORT_VERSION", "HOOK_ABI_VERSION", "SUPPORTED_ABI_VERSIONS", "KINDS",
+           "ENTRY_POINT_GROUP", "PROJECT_NAME"]

@@ -1,0 +1,126 @@
+"""Prometheus metrics of the request path (prometheus-client, one registry per gateway).
+
+Opt-in (seeds 001 "metrics"): with no ``metrics:`` block, ``NullMetrics`` records nothing and
+``/metrics`` is not mounted. Counters:
+
+- ``busbar_requests_total{ingress_protocol,pool,outcome}``  outcome: ok | client_error | exhausted | error
+- ``busbar_upstream_attempts_total{pool,lane}``
+- ``busbar_upstream_failures_total{pool,model,disposition}``  disposition: the class
+  (rate_limit, overloaded, server_error, timeout, network, auth, billing, client_error,
+  context_length) or ``attempt_timeout``
+- ``busbar_failovers_total{pool,reason}``  reason: attempt_timeout | connect | timeout | the class
+- ``busbar_breaker_trips_total{pool,lane}``
+- ``busbar_route_policy_selections_total{policy,pool}`` / ``busbar_route_policy_rejections_total{policy,pool,status}``
+
+Scrape-time gauges (side-effect free; they never take a half-open probe):
+``busbar_lane_state{pool,lane}`` (0 closed, 1 half-open, 2 open), ``busbar_lane_inflight{lane}``,
+``busbar_lane_available_permits{lane}`` (-1 = unbounded), ``busbar_lane_budget_remaining{lane}``
+(-1 = unlimited). Direct and ad-hoc routes use pool ``""``.
+
+Source: seeds 001 "metrics", "Per-attempt timeouts"; ORIGINAL §7.3.
+"""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from busbar.proxy.breaker import CLOSED, HALF_OPEN, OPEN
+
+_STATE_VALUE = {CLOSED: 0, HALF_OPEN: 1, OPEN: 2}
+
+
+class NullMetrics:
+    """Records nothing (metrics disabled)."""
+
+    enabled = False
+
+    def request(self, proto: str, pool: str, outcome: str) -> None: ...
+    def attempt(self, pool: str, lane: str) -> None: ...
+    def failure(self, pool: str, model: str, disposition: str) -> None: ...
+    def failover(self, pool: str, reason: str) -> None: ...
+    def trip(self, pool: str, lane: str) -> None: ...
+    def policy_selection(self, policy: str, pool: str) -> None: ...
+    def policy_rejection(self, policy: str, pool: str, status: int) -> None: ...
+
+
+class Metrics(NullMetrics):
+    """Live counters plus a scrape-time collector over the gateway's lanes and cells."""
+
+    enabled = True
+
+    def __init__(self, gateway):
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self._requests = Counter("busbar_requests", "Client requests by outcome",
+                                 ["ingress_protocol", "pool", "outcome"], registry=r)
+        self._attempts = Counter("busbar_upstream_attempts", "Upstream attempts", ["pool", "lane"], registry=r)
+        self._failures = Counter("busbar_upstream_failures", "Upstream failures by disposition",
+                                 ["pool", "model", "disposition"], registry=r)
+        self._failovers = Counter("busbar_failovers", "Failover hops by reason", ["pool", "reason"], registry=r)
+        self._trips = Counter("busbar_breaker_trips", "Breaker trips", ["pool", "lane"], registry=r)
+        self._sel = Counter("busbar_route_policy_selections", "Routing decisions by policy",
+                            ["policy", "pool"], registry=r)
+        self._rej = Counter("busbar_route_policy_rejections", "Gate rejections by policy",
+                            ["policy", "pool", "status"], registry=r)
+        r.register(_LaneCollector(gateway))
+
+    def request(self, proto, pool, outcome):
+        self._requests.labels(proto, pool, outcome).inc()
+
+    def attempt(self, pool, lane):
+        self._attempts.labels(pool, lane).inc()
+
+    def failure(self, pool, model, disposition):
+        self._failures.labels(pool, model, disposition).inc()
+
+    def failover(self, pool, reason):
+        self._failovers.labels(pool, reason).inc()
+
+    def trip(self, pool, lane):
+        self._trips.labels(pool, lane).inc()
+
+    def policy_selection(self, policy, pool):
+        self._sel.labels(policy, pool).inc()
+
+    def policy_rejection(self, policy, pool, status):
+        self._rej.labels(policy, pool, str(status)).inc()
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+
+class _LaneCollector:
+    def __init__(self, gateway):
+        self.gw = gateway
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        gw = self.gw
+        now = gw.clock()
+        state = GaugeMetricFamily("busbar_lane_state", "Breaker state per (pool, lane): 0 closed, "
+                                  "1 half-open, 2 open", labels=["pool", "lane"])
+        for pool in gw.pools.values():
+            for m in pool.members:
+                st = m.cell.state_at(now)
+                if now < m.lane.hard_down_until:
+                    st = OPEN
+                state.add_metric([pool.name, m.lane.name], _STATE_VALUE[st])
+        for lane in gw.lanes.values():
+            state.add_metric(["", lane.name], _STATE_VALUE[lane.default_cell.state_at(now)])
+        inflight = GaugeMetricFamily("busbar_lane_inflight", "In-flight requests per lane", labels=["lane"])
+        permits = GaugeMetricFamily("busbar_lane_available_permits",
+                                    "Free max_concurrent permits per lane (-1 = unbounded)", labels=["lane"])
+        budget = GaugeMetricFamily("busbar_lane_budget_remaining",
+                                   "Remaining max_requests budget per lane (-1 = unlimited)", labels=["lane"])
+        for lane in gw.lanes.values():
+            inflight.add_metric([lane.name], lane.inflight)
+            permits.add_metric([lane.name], -1 if lane.max_concurrent is None
+                               else lane.max_concurrent - lane.inflight)
+            budget.add_metric([lane.name], lane.budget)
+        yield state
+        yield inflight
+        yield permits
+        yield budget

@@ -1,0 +1,56 @@
+"""Process lifecycle of a serving gateway: restore state, start background tasks, serve, shut down.
+
+``run(loaded, gateway, host, port)`` (a coroutine): restores the ``BUSBAR_STATE_FILE`` snapshot,
+spawns the health probers and the periodic state saver, serves with uvicorn until SIGINT/SIGTERM,
+then cancels the background tasks, writes a final snapshot and closes the upstream client.
+
+Source: seeds 001 "Environment variables", "Health probing"; ORIGINAL §2.21.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+import uvicorn
+
+from busbar.proxy.health import start_probers
+from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
+from busbar.server.app import AppState, create_app
+
+log = logging.getLogger("busbar")
+
+
+async def _saver(gw, path) -> None:
+    while True:
+        await asyncio.sleep(SAVE_INTERVAL_S)
+        save(gw, path)
+
+
+async def run(loaded, gateway, host: str, port: int) -> bool:
+    """Serve until stopped; returns whether the server started (False: e.g. the port was taken)."""
+    path = state_path(loaded.config_path)
+    if path is not None:
+        restore(gateway, path)
+    state = AppState(gateway=gateway, started_at=time.time())
+    config = uvicorn.Config(create_app(state), host=host, port=port, lifespan="off", access_log=False,
+                            log_level=logging.getLogger().getEffectiveLevel(), timeout_keep_alive=75)
+    server = uvicorn.Server(config)
+    tasks = start_probers(gateway)
+    if path is not None:
+        tasks.append(asyncio.ensure_future(_saver(gateway, path)))
+    log.info("busbar listening on %s:%d (%d pools, %d models)", host, port, len(gateway.pools),
+             len(gateway.lanes))
+    try:
+        await server.serve()
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if path is not None:
+            save(gateway, path)
+        await gateway.aclose()
+    return server.started
