@@ -86,22 +86,34 @@ def _passthrough_ir(call):
 
 
 async def _frames(call, success, encoder, same: bool, keepalive_s: float, on_end, usage: Usage):
+    """Yield client frames: raw upstream bytes (same protocol) or re-encoded IR events."""
     decoder, it = success.decoder
     resp: httpx.Response = success.response
     outcome: bool | None = None
-    ended = False
     nxt = None
+    raw: list[bytes] = success.first
+    events: list = success.events
+    ended = False
     try:
-        for chunk in success.first:
-            if same:
-                yield chunk
-        for ev in success.events:
-            _tap_usage(ev, usage)
-            if not same:
-                out = encoder.encode(ev)
-                if out:
-                    yield out
         while True:
+            if same:
+                for chunk in raw:
+                    yield chunk
+            failed = False
+            for ev in events:
+                _tap_usage(ev, usage)
+                if isinstance(ev, StreamError):
+                    failed = True
+                    if not same or ended:     # same protocol: the upstream's own error frame was relayed
+                        yield encoder.encode(ev)
+                    break
+                if not same:
+                    out = encoder.encode(ev)
+                    if out:
+                        yield out
+            if failed or ended:
+                outcome = not failed
+                break
             nxt = asyncio.ensure_future(it.__anext__())
             while True:
                 done, _ = await asyncio.wait((nxt,), timeout=keepalive_s)
@@ -111,32 +123,11 @@ async def _frames(call, success, encoder, same: bool, keepalive_s: float, on_end
             try:
                 chunk = nxt.result()
             except StopAsyncIteration:
-                events = decoder.close()
-                ended = True
+                raw, events, ended = [], decoder.close(), True
             else:
-                if same:
-                    yield chunk
-                events = decoder.feed(chunk)
-            failed = False
-            for ev in events:
-                _tap_usage(ev, usage)
-                if isinstance(ev, StreamError):
-                    failed = True
-                    if same and not ended:
-                        continue          # the upstream's own error frame was relayed verbatim
-                    yield encoder.encode(ev)
-                elif not same:
-                    out = encoder.encode(ev)
-                    if out:
-                        yield out
-            if failed:
-                outcome = False
-                break
-            if ended:
-                outcome = True
-                break
+                raw, events = [chunk], decoder.feed(chunk)
     except httpx.HTTPError as e:
-        log.warning("upstream stream from %s broke after the first byte: %s", call.called, e)
+        log.warning("upstream stream for %s broke after the first byte: %s", call.called, e)
         outcome = False
         yield encoder.encode(StreamError(ErrorKind.API_ERROR, "upstream connection lost mid-stream"))
     finally:
