@@ -186,8 +186,8 @@ class SsrfPolicy:
 
     def __init__(self, blocked_metadata_hosts: Iterable[str] = (),
                  allow_metadata_hosts: Iterable[str] = (), allow_all_metadata: bool = False):
-        self.blocked_metadata_hosts = tuple(blocked_metadata_hosts)
-        self.allow_metadata_hosts = tuple(allow_metadata_hosts)
+        self.blocked_metadata_hosts = _as_tuple(blocked_metadata_hosts)
+        self.allow_metadata_hosts = _as_tuple(allow_metadata_hosts)
         self.allow_all_metadata = bool(allow_all_metadata)
         faults = []
         try:

@@ -83,7 +83,7 @@ class _GuardedBackend(AsyncNetworkBackend):
         checked = self._check(host, addresses)
         if not checked:
             raise httpcore.ConnectError(f"{host} resolved to no addresses")
-        last: Exception | None = None
+        last: Exception = httpcore.ConnectError(f"cannot connect to {host}")
         for ip in checked:
             remaining = None if deadline is None else max(deadline - anyio.current_time(), 0.001)
             try:
@@ -92,7 +92,6 @@ class _GuardedBackend(AsyncNetworkBackend):
                                                      socket_options=socket_options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as e:
                 last = e
-        assert last is not None  # checked is non-empty
         raise last
 
     async def connect_unix_socket(self, path: str, timeout: float | None = None,
