@@ -1,18 +1,27 @@
 """OpenAI Chat Completions requests: client body -> IR (reader) and IR -> provider body (writer)."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pytest
-
 from busbar.ir.model import (
-    DocumentBlock, ImageBlock, IrMessage, IrRequest, IrTool, ReasoningAsk, TextBlock, ThinkingBlock,
-    ToolChoice, ToolResultBlock, ToolUseBlock,
+    DocumentBlock,
+    ImageBlock,
+    IrMessage,
+    IrRequest,
+    IrTool,
+    ReasoningAsk,
+    TextBlock,
+    ThinkingBlock,
+    ToolChoice,
+    ToolResultBlock,
+    ToolUseBlock,
 )
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai import DIALECT
-from busbar.proto.openai.request import RawArguments
+from busbar.proto.openai.parts import RawArguments
 
 FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "openai-chat"
 
@@ -37,10 +46,15 @@ def test_fixture_text_basic() -> None:
 def test_fixture_image_url() -> None:
     ir = DIALECT.read_request(load("image-url.request.json"))
     assert ir.model == "gpt-4-vision-preview"
-    assert ir.messages == [IrMessage("user", [
-        TextBlock("What is in this image?"),
-        ImageBlock("url", url="https://source.unsplash.com/8xznAGy4HcY/800x400"),
-    ])]
+    assert ir.messages == [
+        IrMessage(
+            "user",
+            [
+                TextBlock("What is in this image?"),
+                ImageBlock("url", url="https://source.unsplash.com/8xznAGy4HcY/800x400"),
+            ],
+        )
+    ]
 
 
 def test_fixture_stream_include_usage() -> None:
@@ -58,7 +72,9 @@ def test_fixture_tool_result_followup_merges_consecutive_tool_messages() -> None
     assert [m.role for m in ir.messages] == ["user", "assistant", "user"]
     assert ir.messages[1].content == [
         ToolUseBlock("call_JpNb8OiAkbIbHzDggfpdDHpi", "get_current_weather", {"location": "Seattle, WA"}),
-        ToolUseBlock("call_vaFQc3zK6hHTRZKXRI5Eo2cJ", "get_current_weather", {"location": "San Francisco, CA"}),
+        ToolUseBlock(
+            "call_vaFQc3zK6hHTRZKXRI5Eo2cJ", "get_current_weather", {"location": "San Francisco, CA"}
+        ),
     ]
     assert ir.messages[2].content == [
         ToolResultBlock("call_JpNb8OiAkbIbHzDggfpdDHpi", [TextBlock("50 degrees and raining")]),
@@ -71,23 +87,46 @@ def test_fixture_tool_result_followup_merges_consecutive_tool_messages() -> None
 
 def test_all_modelled_fields_and_extra() -> None:
     body = {
-        "model": "pool-a", "messages": [{"role": "developer", "content": "be brief"},
-                                        {"role": "user", "content": "hi"}],
-        "tools": [{"type": "function", "function": {"name": "f", "description": "d",
-                                                    "parameters": {"type": "object", "properties": {"x": {}}}}},
-                  {"type": "function", "function": {"name": "g"}}],
-        "tool_choice": {"type": "function", "function": {"name": "f"}}, "parallel_tool_calls": False,
-        "max_tokens": 50, "temperature": 0.2, "top_p": 0.9, "frequency_penalty": 0.1,
-        "presence_penalty": 0.3, "seed": 7, "stop": "END", "response_format": {"type": "json_object"},
-        "user": "u-1", "reasoning_effort": "low", "stream": True,
-        "logprobs": True, "n": 2, "logit_bias": {"1": 2}, "store": True, "metadata": {"k": "v"},
+        "model": "pool-a",
+        "messages": [{"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "f",
+                    "description": "d",
+                    "parameters": {"type": "object", "properties": {"x": {}}},
+                },
+            },
+            {"type": "function", "function": {"name": "g"}},
+        ],
+        "tool_choice": {"type": "function", "function": {"name": "f"}},
+        "parallel_tool_calls": False,
+        "max_tokens": 50,
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "frequency_penalty": 0.1,
+        "presence_penalty": 0.3,
+        "seed": 7,
+        "stop": "END",
+        "response_format": {"type": "json_object"},
+        "user": "u-1",
+        "reasoning_effort": "low",
+        "stream": True,
+        "logprobs": True,
+        "n": 2,
+        "logit_bias": {"1": 2},
+        "store": True,
+        "metadata": {"k": "v"},
         "service_tier": "flex",
     }
     ir = DIALECT.read_request(body)
     assert ir.model == "pool-a"
     assert ir.system == [TextBlock("be brief")]
-    assert ir.tools == [IrTool("f", "d", {"type": "object", "properties": {"x": {}}}),
-                        IrTool("g", None, {"type": "object", "properties": {}})]
+    assert ir.tools == [
+        IrTool("f", "d", {"type": "object", "properties": {"x": {}}}),
+        IrTool("g", None, {"type": "object", "properties": {}}),
+    ]
     assert ir.tool_choice == ToolChoice("tool", "f")
     assert ir.parallel_tool_calls is False
     assert (ir.max_tokens, ir.temperature, ir.top_p) == (50, 0.2, 0.9)
@@ -97,13 +136,24 @@ def test_all_modelled_fields_and_extra() -> None:
     assert ir.user == "u-1"
     assert ir.reasoning == ReasoningAsk(effort="low")
     assert ir.stream is True and ir.include_usage is False
-    assert ir.extra == {"logprobs": True, "n": 2, "logit_bias": {"1": 2}, "store": True,
-                        "metadata": {"k": "v"}, "service_tier": "flex"}
+    assert ir.extra == {
+        "logprobs": True,
+        "n": 2,
+        "logit_bias": {"1": 2},
+        "store": True,
+        "metadata": {"k": "v"},
+        "service_tier": "flex",
+    }
 
 
-@pytest.mark.parametrize("choice,expected", [
-    ("auto", ToolChoice("auto")), ("none", ToolChoice("none")), ("required", ToolChoice("required")),
-])
+@pytest.mark.parametrize(
+    "choice,expected",
+    [
+        ("auto", ToolChoice("auto")),
+        ("none", ToolChoice("none")),
+        ("required", ToolChoice("required")),
+    ],
+)
 def test_tool_choice_words(choice: str, expected: ToolChoice) -> None:
     body = {"messages": [], "tool_choice": choice}
     assert DIALECT.read_request(body).tool_choice == expected
@@ -122,9 +172,11 @@ def test_stop_list() -> None:
 
 
 def test_c015_data_uri_image_becomes_base64_and_https_stays_url() -> None:
-    content = [{"type": "text", "text": "what is this"},
-               {"type": "image_url", "image_url": {"url": "data:image/png;base64,aW1n"}},
-               {"type": "image_url", "image_url": {"url": "https://example.test/a.png", "detail": "low"}}]
+    content = [
+        {"type": "text", "text": "what is this"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,aW1n"}},
+        {"type": "image_url", "image_url": {"url": "https://example.test/a.png", "detail": "low"}},
+    ]
     ir = DIALECT.read_request({"messages": [{"role": "user", "content": content}]})
     assert ir.messages[0].content == [
         TextBlock("what is this"),
@@ -134,10 +186,14 @@ def test_c015_data_uri_image_becomes_base64_and_https_stays_url() -> None:
 
 
 def test_c040_file_and_audio_parts_become_documents() -> None:
-    content = [{"type": "text", "text": "total?"},
-               {"type": "file", "file": {"filename": "invoice.pdf",
-                                         "file_data": "data:application/pdf;base64,JVBERi0x"}},
-               {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}]
+    content = [
+        {"type": "text", "text": "total?"},
+        {
+            "type": "file",
+            "file": {"filename": "invoice.pdf", "file_data": "data:application/pdf;base64,JVBERi0x"},
+        },
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+    ]
     ir = DIALECT.read_request({"messages": [{"role": "user", "content": content}]})
     assert ir.messages[0].content == [
         TextBlock("total?"),
@@ -152,20 +208,31 @@ def test_file_part_with_bare_base64_takes_mime_from_filename() -> None:
     assert ir.messages[0].content == [DocumentBlock("application/pdf", data="JVBERi0x", name="a.pdf")]
 
 
-@pytest.mark.parametrize("raw,expected", [
-    ("{}", {}), ("", {}), (None, {}), ("null", None),
-    ('{"count":3,"ratio":0.5}', {"count": 3, "ratio": 0.5}),
-])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ("{}", {}),
+        ("", {}),
+        (None, {}),
+        ("null", None),
+        ('{"count":3,"ratio":0.5}', {"count": 3, "ratio": 0.5}),
+    ],
+)
 def test_tool_call_arguments_are_parsed(raw: str | None, expected: object) -> None:
-    msg = {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
-                                                "function": {"name": "f", "arguments": raw}}]}
+    msg = {
+        "role": "assistant",
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": raw}}],
+    }
     ir = DIALECT.read_request({"messages": [msg]})
     assert ir.messages[0].content == [ToolUseBlock("c1", "f", expected)]
 
 
 def test_unparsable_arguments_are_kept_verbatim_and_round_trip() -> None:
-    msg = {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a":'}}]}
+    msg = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a":'}}],
+    }
     ir = DIALECT.read_request({"messages": [msg]})
     block = ir.messages[0].content[0]
     assert isinstance(block, ToolUseBlock) and isinstance(block.input, RawArguments)
@@ -175,31 +242,51 @@ def test_unparsable_arguments_are_kept_verbatim_and_round_trip() -> None:
 
 
 def test_assistant_reasoning_content_and_text() -> None:
-    ir = DIALECT.read_request({"messages": [
-        {"role": "assistant", "content": "answer", "reasoning_content": "hmm"}]})
+    ir = DIALECT.read_request(
+        {"messages": [{"role": "assistant", "content": "answer", "reasoning_content": "hmm"}]}
+    )
     assert ir.messages[0].content == [ThinkingBlock(text="hmm"), TextBlock("answer")]
 
 
-@pytest.mark.parametrize("body,message", [
-    ([], "request body must be a JSON object"),
-    ({"model": "m"}, "messages: required, must be a list of message objects"),
-    ({"messages": {"role": "user"}}, "messages: required, must be a list of message objects"),
-    ({"messages": ["hi"]}, "messages[0]: must be an object"),
-    ({"messages": [{"role": "bot", "content": "x"}]},
-     "messages[0].role: 'bot' is not one of system, developer, user, assistant, tool"),
-    ({"messages": [{"role": "user", "content": 3}]},
-     "messages[0].content: must be a string or a list of content parts"),
-    ({"messages": [{"role": "user", "content": [{"type": "video"}]}]},
-     "messages[0].content[0].type: 'video' is not supported (text, image_url, input_audio, file)"),
-    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id: required for role 'tool'"),
-    ({"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "file-1"}}]}]},
-     "messages[0].content[0].file.file_id: file references are not supported by this gateway; "
-     "send the file inline as file_data"),
-    ({"messages": [], "tools": [{"type": "custom", "custom": {"name": "x"}}]},
-     "tools[0].type: 'custom' is not supported (function tools only)"),
-    ({"messages": [], "tool_choice": "sometimes"},
-     "tool_choice: must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}"),
-])
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ([], "request body must be a JSON object"),
+        ({"model": "m"}, "messages: required, must be a list of message objects"),
+        ({"messages": {"role": "user"}}, "messages: required, must be a list of message objects"),
+        ({"messages": ["hi"]}, "messages[0]: must be an object"),
+        (
+            {"messages": [{"role": "bot", "content": "x"}]},
+            "messages[0].role: 'bot' is not one of system, developer, user, assistant, tool",
+        ),
+        (
+            {"messages": [{"role": "user", "content": 3}]},
+            "messages[0].content: must be a string or a list of content parts",
+        ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "video"}]}]},
+            "messages[0].content[0].type: 'video' is not supported (text, image_url, input_audio, file)",
+        ),
+        (
+            {"messages": [{"role": "tool", "content": "x"}]},
+            "messages[0].tool_call_id: required for role 'tool'",
+        ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "file-1"}}]}]},
+            "messages[0].content[0].file.file_id: file references are not supported by this gateway; "
+            "send the file inline as file_data",
+        ),
+        (
+            {"messages": [], "tools": [{"type": "custom", "custom": {"name": "x"}}]},
+            "tools[0].type: 'custom' is not supported (function tools only)",
+        ),
+        (
+            {"messages": [], "tool_choice": "sometimes"},
+            "tool_choice: must be 'auto', 'none', 'required' or "
+            '{"type": "function", "function": {"name": ...}}',
+        ),
+    ],
+)
 def test_malformed_bodies_raise_bad_request(body: object, message: str) -> None:
     with pytest.raises(BadRequest) as e:
         DIALECT.read_request(body)  # type: ignore[arg-type]
@@ -213,19 +300,26 @@ def test_malformed_bodies_raise_bad_request(body: object, message: str) -> None:
 def test_c011_no_empty_collections() -> None:
     ir = IrRequest(messages=[IrMessage("user", [TextBlock("say ok")])], max_tokens=32, model="m")
     assert DIALECT.write_request(ir, "gpt-4o") == {
-        "model": "gpt-4o", "messages": [{"role": "user", "content": "say ok"}], "max_tokens": 32}
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": "say ok"}],
+        "max_tokens": 32,
+    }
 
 
 def test_tool_choice_and_parallel_only_with_tools() -> None:
-    ir = IrRequest(messages=[IrMessage("user", [TextBlock("x")])], tool_choice=ToolChoice("auto"),
-                   parallel_tool_calls=False)
+    ir = IrRequest(
+        messages=[IrMessage("user", [TextBlock("x")])],
+        tool_choice=ToolChoice("auto"),
+        parallel_tool_calls=False,
+    )
     body = DIALECT.write_request(ir, "m")
     assert "tool_choice" not in body and "parallel_tool_calls" not in body and "tools" not in body
     ir.tools = [IrTool("f", None)]
     ir.tool_choice = ToolChoice("tool", "f")
     body = DIALECT.write_request(ir, "m")
-    assert body["tools"] == [{"type": "function", "function": {
-        "name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    assert body["tools"] == [
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    ]
     assert body["tool_choice"] == {"type": "function", "function": {"name": "f"}}
     assert body["parallel_tool_calls"] is False
 
@@ -248,11 +342,17 @@ def test_c017_max_tokens_is_never_invented() -> None:
     assert "max_completion_tokens" not in DIALECT.write_request(ir, "m")
 
 
-@pytest.mark.parametrize("ask,effort", [
-    (ReasoningAsk(effort="high"), "high"), (ReasoningAsk(budget_tokens=1024), "minimal"),
-    (ReasoningAsk(budget_tokens=5000), "low"), (ReasoningAsk(budget_tokens=9000), "medium"),
-    (ReasoningAsk(budget_tokens=60000), "high"), (ReasoningAsk(budget_tokens=-1), "medium"),
-])
+@pytest.mark.parametrize(
+    "ask,effort",
+    [
+        (ReasoningAsk(effort="high"), "high"),
+        (ReasoningAsk(budget_tokens=1024), "minimal"),
+        (ReasoningAsk(budget_tokens=5000), "low"),
+        (ReasoningAsk(budget_tokens=9000), "medium"),
+        (ReasoningAsk(budget_tokens=60000), "high"),
+        (ReasoningAsk(budget_tokens=-1), "medium"),
+    ],
+)
 def test_reasoning_ask_becomes_an_effort_word(ask: ReasoningAsk, effort: str) -> None:
     ir = IrRequest(messages=[IrMessage("user", [TextBlock("x")])], reasoning=ask, max_tokens=9)
     body = DIALECT.write_request(ir, "o3")
@@ -270,19 +370,42 @@ def test_anthropic_history_to_openai_messages() -> None:
         system=[TextBlock("sys", cache_control={"type": "ephemeral"})],
         messages=[
             IrMessage("user", [TextBlock("q"), ImageBlock("base64", media_type="image/png", data="aW1n")]),
-            IrMessage("assistant", [ThinkingBlock("plan", signature="SIG"), TextBlock("calling"),
-                                    ToolUseBlock("toolu_1", "f", {"a": 1})]),
-            IrMessage("user", [ToolResultBlock("toolu_1", [TextBlock("r1"), TextBlock("r2")], is_error=True),
-                               TextBlock("and?")]),
+            IrMessage(
+                "assistant",
+                [
+                    ThinkingBlock("plan", signature="SIG"),
+                    TextBlock("calling"),
+                    ToolUseBlock("toolu_1", "f", {"a": 1}),
+                ],
+            ),
+            IrMessage(
+                "user",
+                [
+                    ToolResultBlock("toolu_1", [TextBlock("r1"), TextBlock("r2")], is_error=True),
+                    TextBlock("and?"),
+                ],
+            ),
         ],
-        top_k=5, user="u")
+        top_k=5,
+        user="u",
+    )
     body = DIALECT.write_request(ir, "gpt")
     assert body["messages"] == [
         {"role": "system", "content": "sys"},
-        {"role": "user", "content": [{"type": "text", "text": "q"},
-                                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,aW1n"}}]},
-        {"role": "assistant", "content": "calling", "tool_calls": [
-            {"id": "toolu_1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "q"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,aW1n"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": "calling",
+            "tool_calls": [
+                {"id": "toolu_1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "toolu_1", "content": "r1\nr2"},
         {"role": "user", "content": "and?"},
     ]
@@ -292,32 +415,57 @@ def test_anthropic_history_to_openai_messages() -> None:
 
 
 def test_documents_to_openai_parts() -> None:
-    ir = IrRequest(messages=[IrMessage("user", [
-        DocumentBlock("application/pdf", data="JVBERi0x", name="invoice.pdf"),
-        DocumentBlock("audio/wav", data="UklGRg=="),
-        DocumentBlock("application/pdf", data="JVBERi0x")])])
+    ir = IrRequest(
+        messages=[
+            IrMessage(
+                "user",
+                [
+                    DocumentBlock("application/pdf", data="JVBERi0x", name="invoice.pdf"),
+                    DocumentBlock("audio/wav", data="UklGRg=="),
+                    DocumentBlock("application/pdf", data="JVBERi0x"),
+                ],
+            )
+        ]
+    )
     assert DIALECT.write_request(ir, "m")["messages"][0]["content"] == [
-        {"type": "file", "file": {"filename": "invoice.pdf", "file_data": "data:application/pdf;base64,JVBERi0x"}},
+        {
+            "type": "file",
+            "file": {"filename": "invoice.pdf", "file_data": "data:application/pdf;base64,JVBERi0x"},
+        },
         {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
-        {"type": "file", "file": {"filename": "document.pdf", "file_data": "data:application/pdf;base64,JVBERi0x"}},
+        {
+            "type": "file",
+            "file": {"filename": "document.pdf", "file_data": "data:application/pdf;base64,JVBERi0x"},
+        },
     ]
 
 
 def test_document_by_url_is_refused_with_a_clear_message() -> None:
-    ir = IrRequest(messages=[IrMessage("user", [DocumentBlock("application/pdf", url="https://x.test/a.pdf")])])
+    ir = IrRequest(
+        messages=[IrMessage("user", [DocumentBlock("application/pdf", url="https://x.test/a.pdf")])]
+    )
     with pytest.raises(BadRequest) as e:
         DIALECT.write_request(ir, "m")
-    assert e.value.message == ("document part (application/pdf) given by URL cannot be sent to an OpenAI "
-                               "Chat Completions upstream; send it inline as base64")
+    assert e.value.message == (
+        "document part (application/pdf) given by URL cannot be sent to an OpenAI "
+        "Chat Completions upstream; send it inline as base64"
+    )
 
 
 def test_same_protocol_extra_is_carried() -> None:
     body = {"model": "p", "messages": [{"role": "user", "content": "x"}], "logprobs": True, "n": 1}
     out = DIALECT.write_request(DIALECT.read_request(body), "gpt-4o")
-    assert out == {"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}], "logprobs": True, "n": 1}
+    assert out == {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": "x"}],
+        "logprobs": True,
+        "n": 1,
+    }
 
 
-@pytest.mark.parametrize("name", ["text-basic", "image-url", "text-stream-include-usage", "tool-result-followup"])
+@pytest.mark.parametrize(
+    "name", ["text-basic", "image-url", "text-stream-include-usage", "tool-result-followup"]
+)
 def test_fixture_requests_round_trip_through_the_ir(name: str) -> None:
     src = load(f"{name}.request.json")
     out = DIALECT.write_request(DIALECT.read_request(src), src["model"])

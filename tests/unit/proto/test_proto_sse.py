@@ -1,14 +1,14 @@
 """The SSE frame parser and encoder (busbar.proto.sse): spec conformance, chunking, the 16 MiB cap."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from busbar.proto.sse import SseBufferOverflow, SseParser, encode_comment, encode_frame
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai._streaming import SSEDecoder
-
-from busbar.proto.sse import SseBufferOverflow, SseParser, encode_comment, encode_frame
 
 FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
 SSE_FIXTURES = sorted(FIXTURES.glob("*/*.sse.txt"))
@@ -21,7 +21,7 @@ def parse_all(raw: bytes, step: int | None = None) -> list[tuple[str | None, str
         frames += p.feed(raw)
     else:
         for i in range(0, len(raw), step):
-            frames += p.feed(raw[i:i + step])
+            frames += p.feed(raw[i : i + step])
     return frames + p.close()
 
 
@@ -108,14 +108,20 @@ def test_fixture_streams_parse_like_the_openai_sdk_at_any_chunking(path: Path) -
 
 @settings(max_examples=200, deadline=None)
 @given(
-    events=st.lists(st.tuples(st.sampled_from([None, "message_start", "ping"]),
-                              st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"),
-                                      max_size=20)), min_size=1, max_size=6),
+    events=st.lists(
+        st.tuples(
+            st.sampled_from([None, "message_start", "ping"]),
+            st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=20),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
     eol=st.sampled_from([b"\n", b"\r\n", b"\r"]),
     cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=8),
 )
 def test_any_split_of_an_encoded_stream_gives_the_same_frames(
-        events: list[tuple[str | None, str]], eol: bytes, cuts: list[int]) -> None:
+    events: list[tuple[str | None, str]], eol: bytes, cuts: list[int]
+) -> None:
     raw = b"".join(encode_frame(d.encode(), e) for e, d in events).replace(b"\n", eol)
     p = SseParser()
     frames = []

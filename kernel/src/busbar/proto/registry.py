@@ -6,6 +6,7 @@ runtime.
 
 Source: ORIGINAL.md §2.2 "Seam" (``ProtocolRegistry::with_builtins`` constructs all six).
 """
+
 from __future__ import annotations
 
 from busbar.proto.anthropic import DIALECT as ANTHROPIC

@@ -16,6 +16,7 @@ the caller abandons the stream with a native error.
 
 Source: ORIGINAL.md §2.3 "Streaming" (reassembly, CRLF-awareness, 16 MiB cap); case C005.
 """
+
 from __future__ import annotations
 
 DEFAULT_MAX_BUFFER_BYTES = 16 * 1024 * 1024
@@ -88,7 +89,7 @@ class SseParser:
             self._check(len(buf) + self._data_bytes)
             return []
         head = buf[:end]
-        self._buf = buf[end + 1:]
+        self._buf = buf[end + 1 :]
         if buf[end] == 10:
             if head[-1:] == b"\r":  # the CR of the final CRLF terminator
                 head = head[:-1]

@@ -1,4 +1,5 @@
 """The Anthropic Messages dialect (``/v1/messages``); ``DIALECT`` is the singleton."""
+
 from busbar.proto.anthropic.dialect import DIALECT, AnthropicDialect
 
 __all__ = ["AnthropicDialect", "DIALECT"]

@@ -12,7 +12,10 @@ InternalServerError).
 
 Source: ORIGINAL.md §7.4 (anthropic row), §2.24; cases C003, C018, C020.
 """
+
 from __future__ import annotations
+
+from typing import Any
 
 import orjson
 
@@ -21,16 +24,21 @@ from busbar.proto.base import ErrorKind, UpstreamErrorInfo
 from busbar.proto.openai.errors import read_error as _read_generic
 
 KIND_TO_ANTHROPIC = {
-    ErrorKind.INVALID_REQUEST: "invalid_request_error", ErrorKind.AUTHENTICATION: "authentication_error",
-    ErrorKind.PERMISSION: "permission_error", ErrorKind.NOT_FOUND: "not_found_error",
-    ErrorKind.REQUEST_TOO_LARGE: "request_too_large", ErrorKind.RATE_LIMIT: "rate_limit_error",
-    ErrorKind.API_ERROR: "api_error", ErrorKind.OVERLOADED: "overloaded_error",
+    ErrorKind.INVALID_REQUEST: "invalid_request_error",
+    ErrorKind.AUTHENTICATION: "authentication_error",
+    ErrorKind.PERMISSION: "permission_error",
+    ErrorKind.NOT_FOUND: "not_found_error",
+    ErrorKind.REQUEST_TOO_LARGE: "request_too_large",
+    ErrorKind.RATE_LIMIT: "rate_limit_error",
+    ErrorKind.API_ERROR: "api_error",
+    ErrorKind.OVERLOADED: "overloaded_error",
     ErrorKind.TIMEOUT: "timeout_error",
-    "insufficient_quota": "rate_limit_error", "model_not_found": "not_found_error",
+    "insufficient_quota": "rate_limit_error",
+    "model_not_found": "not_found_error",
 }
 """Canonical kind -> Anthropic ``error.type``."""
 
-ANTHROPIC_TO_KIND = {v: k for k, v in KIND_TO_ANTHROPIC.items() if k in ErrorKind.STATUS}
+ANTHROPIC_TO_KIND: dict[Any, str] = {v: k for k, v in KIND_TO_ANTHROPIC.items() if k in ErrorKind.STATUS}
 ANTHROPIC_TO_KIND["billing_error"] = ErrorKind.PERMISSION
 """Anthropic ``error.type`` -> canonical kind (in-stream ``event: error``)."""
 
@@ -45,7 +53,7 @@ def error_type(kind: str, status: int | None = None) -> str:
     return t
 
 
-def error_payload(kind: str, message: str, status: int | None = None) -> dict:
+def error_payload(kind: str, message: str, status: int | None = None) -> dict[str, Any]:
     """``{"type": "error", "error": {"type", "message"}}`` for a canonical kind."""
     return {"type": "error", "error": {"type": error_type(kind, status), "message": message}}
 

@@ -20,25 +20,49 @@ Decisions worth knowing:
 Source: ORIGINAL.md §2.2 "Protocols & translation IR"; cases C006 (signed empty thinking kept),
 C010, C011.
 """
+
 from __future__ import annotations
 
 import base64
 from typing import Any
 
 from busbar.ir.model import (
-    DocumentBlock, ImageBlock, IrBlock, IrMessage, IrRequest, IrTool, ReasoningAsk, TextBlock,
-    ThinkingBlock, ToolChoice, ToolResultBlock, ToolUseBlock,
+    DocumentBlock,
+    ImageBlock,
+    IrBlock,
+    IrMessage,
+    IrRequest,
+    IrTool,
+    ReasoningAsk,
+    TextBlock,
+    ThinkingBlock,
+    ToolChoice,
+    ToolResultBlock,
+    ToolUseBlock,
 )
 from busbar.proto.errors import BadRequest
 
-_KNOWN = frozenset({
-    "model", "messages", "system", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences",
-    "metadata", "thinking", "tools", "tool_choice", "stream",
-})
+_KNOWN = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "metadata",
+        "thinking",
+        "tools",
+        "tool_choice",
+        "stream",
+    }
+)
 _CHOICE_MODE = {"auto": "auto", "any": "required", "tool": "tool", "none": "none"}
 
 
-def read_request(body: dict) -> IrRequest:
+def read_request(body: dict[str, Any]) -> IrRequest:
     """Messages request body -> ``IrRequest``.
 
     Args:
@@ -138,23 +162,28 @@ def read_block(b: Any, parent: str, j: int) -> IrBlock:
     if t == "image":
         src = b.get("source") or {}
         if src.get("type") == "base64":
-            return ImageBlock("base64", media_type=src.get("media_type"), data=src.get("data"), cache_control=cc)
+            return ImageBlock(
+                "base64", media_type=src.get("media_type"), data=src.get("data"), cache_control=cc
+            )
         if src.get("type") == "url":
             return ImageBlock("url", url=src.get("url"), cache_control=cc)
         raise BadRequest(f"{parent}.{j}.source.type: {src.get('type')!r} is not supported (base64, url)")
     if t == "document":
         return _document(b, f"{parent}.{j}", cc)
-    raise BadRequest(f"{parent}.{j}.type: {t!r} is not supported (text, image, document, tool_use, "
-                     "tool_result, thinking, redacted_thinking)")
+    raise BadRequest(
+        f"{parent}.{j}.type: {t!r} is not supported (text, image, document, tool_use, "
+        "tool_result, thinking, redacted_thinking)"
+    )
 
 
-def _document(b: dict, where: str, cc: dict | None) -> DocumentBlock:
+def _document(b: dict[str, Any], where: str, cc: dict[str, Any] | None) -> DocumentBlock:
     src = b.get("source") or {}
     st = src.get("type")
     title = b.get("title")
     if st == "base64":
-        return DocumentBlock(src.get("media_type") or "application/pdf", data=src.get("data"), name=title,
-                             cache_control=cc)
+        return DocumentBlock(
+            src.get("media_type") or "application/pdf", data=src.get("data"), name=title, cache_control=cc
+        )
     if st == "text":
         data = base64.b64encode((src.get("data") or "").encode()).decode("ascii")
         return DocumentBlock(src.get("media_type") or "text/plain", data=data, name=title, cache_control=cc)

@@ -27,12 +27,21 @@ Rules (each a case or a seed line):
 Source: ORIGINAL.md §2.2 (request translation steps, reasoning carry, lossy-by-design list);
 seeds 001 "Cross-protocol reasoning", ``default_max_tokens``; cases C006, C011, C015, C017.
 """
+
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 from busbar.ir.model import (
-    DocumentBlock, ImageBlock, IrBlock, IrRequest, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock,
+    DocumentBlock,
+    ImageBlock,
+    IrBlock,
+    IrRequest,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
 )
 from busbar.proto.errors import BadRequest
 
@@ -71,7 +80,7 @@ def thinking_budget(req: IrRequest, max_tokens: int) -> int | None:
     return budget if budget >= MIN_THINKING_BUDGET else None
 
 
-def write_request(req: IrRequest, upstream_model: str) -> dict:
+def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
     """``IrRequest`` -> Messages body with ``model`` = ``upstream_model``.
 
     Args:
@@ -92,7 +101,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict:
         content = _blocks(m.content, dropped)
         if content:
             msgs.append({"role": m.role, "content": content})
-    body: dict = {"model": upstream_model, "max_tokens": max_tokens, "messages": msgs}
+    body: dict[str, Any] = {"model": upstream_model, "max_tokens": max_tokens, "messages": msgs}
     if req.system:
         system = _blocks(req.system, dropped)
         if system:
@@ -101,7 +110,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict:
     if req.tools:
         tools = []
         for t in req.tools:
-            tool: dict = {"name": t.name}
+            tool: dict[str, Any] = {"name": t.name}
             if t.description is not None:
                 tool["description"] = t.description
             tool["input_schema"] = t.input_schema
@@ -109,7 +118,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict:
                 tool["cache_control"] = t.cache_control
             tools.append(tool)
         body["tools"] = tools
-        choice = {"type": _CHOICE[tc.mode]} if tc is not None else None
+        choice: dict[str, Any] | None = {"type": _CHOICE[tc.mode]} if tc is not None else None
         if choice is not None and tc is not None and tc.mode == "tool":
             choice["name"] = tc.name
         if req.parallel_tool_calls is False and (choice is None or choice["type"] != "none"):
@@ -156,7 +165,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict:
     return body
 
 
-def _blocks(blocks: list[IrBlock], dropped: list[str]) -> list[dict] | str:
+def _blocks(blocks: list[IrBlock], dropped: list[str]) -> list[dict[str, Any]] | str:
     if len(blocks) == 1:
         b = blocks[0]
         if isinstance(b, TextBlock) and b.cache_control is None and b.citations is None and b.text:
@@ -169,7 +178,7 @@ def _blocks(blocks: list[IrBlock], dropped: list[str]) -> list[dict] | str:
     return out
 
 
-def write_block(b: IrBlock, dropped: list[str]) -> dict | None:
+def write_block(b: IrBlock, dropped: list[str]) -> dict[str, Any] | None:
     """One IR block -> a Messages request block, or None when it is not sendable (and dropped).
 
     Raises:
@@ -178,15 +187,17 @@ def write_block(b: IrBlock, dropped: list[str]) -> dict | None:
     if isinstance(b, TextBlock):
         if not b.text and b.cache_control is None:
             return None
-        d: dict = {"type": "text", "text": b.text}
+        d: dict[str, Any] = {"type": "text", "text": b.text}
         if b.citations is not None:
             d["citations"] = b.citations
     elif isinstance(b, ToolUseBlock):
         inp = b.input
         if not isinstance(inp, dict):
             if inp is not None:
-                raise BadRequest(f"tool call {b.id!r} ({b.name}): arguments must be a JSON object for "
-                                 "an Anthropic upstream")
+                raise BadRequest(
+                    f"tool call {b.id!r} ({b.name}): arguments must be a JSON object for "
+                    "an Anthropic upstream"
+                )
             inp = {}
         d = {"type": "tool_use", "id": b.id, "name": b.name, "input": inp}
     elif isinstance(b, ToolResultBlock):
@@ -208,8 +219,11 @@ def write_block(b: IrBlock, dropped: list[str]) -> dict | None:
             _drop(dropped, "thinking (unsigned)")
             return None
     elif isinstance(b, ImageBlock):
-        src = ({"type": "base64", "media_type": b.media_type, "data": b.data} if b.source == "base64"
-               else {"type": "url", "url": b.url})
+        src = (
+            {"type": "base64", "media_type": b.media_type, "data": b.data}
+            if b.source == "base64"
+            else {"type": "url", "url": b.url}
+        )
         d = {"type": "image", "source": src}
     elif isinstance(b, DocumentBlock):
         d = {"type": "document", "source": _document_source(b)}
@@ -221,7 +235,7 @@ def write_block(b: IrBlock, dropped: list[str]) -> dict | None:
     return d
 
 
-def _document_source(b: DocumentBlock) -> dict:
+def _document_source(b: DocumentBlock) -> dict[str, Any]:
     mt = b.media_type
     if b.data is None:
         if mt == "application/pdf" and b.url:
@@ -232,5 +246,6 @@ def _document_source(b: DocumentBlock) -> dict:
     if mt.startswith("text/"):
         text = base64.b64decode(b.data).decode("utf-8", "replace")
         return {"type": "text", "media_type": "text/plain", "data": text}
-    raise BadRequest(f"{mt} part cannot be sent to an Anthropic upstream (it takes PDF and plain-text "
-                     "documents only)")
+    raise BadRequest(
+        f"{mt} part cannot be sent to an Anthropic upstream (it takes PDF and plain-text documents only)"
+    )

@@ -8,31 +8,48 @@ Shape: ``{"id": "msg_…", "type": "message", "role": "assistant", "model", "con
 Source: ORIGINAL.md §2.2 "Response" (native id minted, stop reasons normalized to a valid member
 of the target enum); cases C010, C013.
 """
+
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import orjson
 
 from busbar.ir.model import (
-    IrBlock, IrRequest, IrResponse, StopReason, TextBlock, ThinkingBlock, ToolUseBlock, Usage,
+    IrBlock,
+    IrRequest,
+    IrResponse,
+    StopReason,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    Usage,
 )
 
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 STOP_TO_IR = {
-    "end_turn": StopReason.END_TURN, "stop_sequence": StopReason.STOP_SEQUENCE,
-    "max_tokens": StopReason.MAX_TOKENS, "tool_use": StopReason.TOOL_USE,
-    "pause_turn": StopReason.PAUSE_TURN, "refusal": StopReason.REFUSAL,
+    "end_turn": StopReason.END_TURN,
+    "stop_sequence": StopReason.STOP_SEQUENCE,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "tool_use": StopReason.TOOL_USE,
+    "pause_turn": StopReason.PAUSE_TURN,
+    "refusal": StopReason.REFUSAL,
     "model_context_window_exceeded": StopReason.MAX_TOKENS,
 }
 """Anthropic ``stop_reason`` -> IR; anything else is ``OTHER``."""
 
-IR_TO_STOP = {
-    StopReason.END_TURN: "end_turn", StopReason.STOP_SEQUENCE: "stop_sequence",
-    StopReason.MAX_TOKENS: "max_tokens", StopReason.TOOL_USE: "tool_use",
-    StopReason.SAFETY: "refusal", StopReason.REFUSAL: "refusal", StopReason.PAUSE_TURN: "pause_turn",
-    StopReason.ERROR: "end_turn", StopReason.OTHER: "end_turn",
+IR_TO_STOP: dict[StopReason | None, str] = {
+    StopReason.END_TURN: "end_turn",
+    StopReason.STOP_SEQUENCE: "stop_sequence",
+    StopReason.MAX_TOKENS: "max_tokens",
+    StopReason.TOOL_USE: "tool_use",
+    StopReason.SAFETY: "refusal",
+    StopReason.REFUSAL: "refusal",
+    StopReason.PAUSE_TURN: "pause_turn",
+    StopReason.ERROR: "end_turn",
+    StopReason.OTHER: "end_turn",
 }
 """IR stop reason -> a valid Anthropic ``stop_reason`` (every member mapped)."""
 
@@ -54,22 +71,29 @@ def stop_to_ir(stop: str | None) -> StopReason | None:
     return STOP_TO_IR.get(stop, StopReason.OTHER)
 
 
-def usage_from_anthropic(u: dict | None) -> Usage:
+def usage_from_anthropic(u: dict[str, Any] | None) -> Usage:
     """Anthropic ``usage`` -> IR ``Usage`` (null fields read as 0)."""
     if not u:
         return Usage()
-    return Usage(input_tokens=u.get("input_tokens") or 0, output_tokens=u.get("output_tokens") or 0,
-                 cache_read_tokens=u.get("cache_read_input_tokens") or 0,
-                 cache_write_tokens=u.get("cache_creation_input_tokens") or 0)
+    return Usage(
+        input_tokens=u.get("input_tokens") or 0,
+        output_tokens=u.get("output_tokens") or 0,
+        cache_read_tokens=u.get("cache_read_input_tokens") or 0,
+        cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
+    )
 
 
-def usage_to_anthropic(u: Usage) -> dict:
+def usage_to_anthropic(u: Usage) -> dict[str, Any]:
     """IR ``Usage`` -> Anthropic ``usage`` with all four counters."""
-    return {"input_tokens": u.input_tokens, "cache_creation_input_tokens": u.cache_write_tokens,
-            "cache_read_input_tokens": u.cache_read_tokens, "output_tokens": u.output_tokens}
+    return {
+        "input_tokens": u.input_tokens,
+        "cache_creation_input_tokens": u.cache_write_tokens,
+        "cache_read_input_tokens": u.cache_read_tokens,
+        "output_tokens": u.output_tokens,
+    }
 
 
-def read_response(body: dict) -> IrResponse:
+def read_response(body: dict[str, Any]) -> IrResponse:
     """Messages response body -> ``IrResponse``.
 
     Server-side blocks (``server_tool_use``, ``web_search_tool_result`` …) have no IR home and
@@ -86,15 +110,20 @@ def read_response(body: dict) -> IrResponse:
             content.append(ThinkingBlock(b.get("thinking") or "", b.get("signature")))
         elif t == "redacted_thinking":
             content.append(ThinkingBlock(redacted=True, data=b.get("data")))
-    return IrResponse(id=body.get("id"), model=body.get("model"), content=content,
-                      stop_reason=stop_to_ir(body.get("stop_reason")) or StopReason.END_TURN,
-                      stop_sequence=body.get("stop_sequence"), usage=usage_from_anthropic(body.get("usage")))
+    return IrResponse(
+        id=body.get("id"),
+        model=body.get("model"),
+        content=content,
+        stop_reason=stop_to_ir(body.get("stop_reason")) or StopReason.END_TURN,
+        stop_sequence=body.get("stop_sequence"),
+        usage=usage_from_anthropic(body.get("usage")),
+    )
 
 
-def response_block(b: IrBlock) -> dict | None:
+def response_block(b: IrBlock) -> dict[str, Any] | None:
     """One IR answer block -> a Messages response content block (None: not an answer block)."""
     if isinstance(b, TextBlock):
-        d: dict = {"type": "text", "text": b.text}
+        d: dict[str, Any] = {"type": "text", "text": b.text}
         if b.citations is not None:
             d["citations"] = b.citations
         return d
@@ -102,7 +131,7 @@ def response_block(b: IrBlock) -> dict | None:
         inp = b.input
         if inp is None:
             inp = {}
-        elif not isinstance(inp, dict):   # the model's own malformed/non-object arguments, kept as text
+        elif not isinstance(inp, dict):  # the model's own malformed/non-object arguments, kept as text
             inp = {"_raw": inp if isinstance(inp, str) else orjson.dumps(inp).decode()}
         return {"type": "tool_use", "id": b.id, "name": b.name, "input": inp}
     if isinstance(b, ThinkingBlock):
@@ -112,7 +141,7 @@ def response_block(b: IrBlock) -> dict | None:
     return None
 
 
-def write_response(resp: IrResponse, model: str, req: IrRequest) -> dict:
+def write_response(resp: IrResponse, model: str, req: IrRequest) -> dict[str, Any]:
     """``IrResponse`` -> Messages body for the client.
 
     Args:
@@ -128,7 +157,11 @@ def write_response(resp: IrResponse, model: str, req: IrRequest) -> dict:
     reason = IR_TO_STOP.get(resp.stop_reason, "end_turn") if resp.stop_reason is not None else "end_turn"
     rid = resp.id if resp.id and resp.id.startswith("msg_") else mint_id()
     return {
-        "id": rid, "type": "message", "role": "assistant", "model": model, "content": content,
+        "id": rid,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
         "stop_reason": reason,
         "stop_sequence": resp.stop_sequence if reason == "stop_sequence" else None,
         "usage": usage_to_anthropic(resp.usage),

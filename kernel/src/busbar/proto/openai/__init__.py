@@ -1,4 +1,5 @@
 """The OpenAI Chat Completions dialect (``/v1/chat/completions``); ``DIALECT`` is the singleton."""
+
 from busbar.proto.openai.dialect import DIALECT, OpenAIDialect
 
 __all__ = ["DIALECT", "OpenAIDialect"]

@@ -1,17 +1,22 @@
 """The OpenAI Chat Completions dialect object (``DIALECT``): both directions of ``/v1/chat/completions``.
 
-Composition only: the work lives in ``request`` (client body -> IR), ``request_writer``
-(IR -> provider body), ``response`` (non-stream bodies), ``stream`` (SSE chunks) and ``errors``
-(envelopes). Implements ``busbar.proto.base.Dialect``.
+Composition only: the work lives in ``request`` (client body -> IR), ``parts`` (content
+parts), ``request_writer`` (IR -> provider body), ``response`` (non-stream bodies),
+``stream_decoder`` and ``stream_encoder`` (SSE chunks) and ``errors`` (envelopes).
+Implements ``busbar.proto.base.Dialect``.
 
 Source: ORIGINAL.md §2.2 "Seam" (``ProtocolReader``/``ProtocolWriter``).
 """
+
 from __future__ import annotations
+
+from typing import Any
 
 from busbar.ir.model import IrRequest, IrResponse
 from busbar.proto.base import UpstreamErrorInfo
 from busbar.proto.openai import errors, request, request_writer, response
-from busbar.proto.openai.stream import OpenAIStreamDecoder, OpenAIStreamEncoder
+from busbar.proto.openai.stream_decoder import OpenAIStreamDecoder
+from busbar.proto.openai.stream_encoder import OpenAIStreamEncoder
 
 
 class OpenAIDialect:
@@ -20,11 +25,11 @@ class OpenAIDialect:
     name = "openai"
     requires_max_tokens = False
 
-    def read_request(self, body: dict) -> IrRequest:
+    def read_request(self, body: dict[str, Any]) -> IrRequest:
         """Client body -> IR (see ``busbar.proto.openai.request.read_request``)."""
         return request.read_request(body)
 
-    def write_response(self, resp: IrResponse, model: str, req: IrRequest) -> dict:
+    def write_response(self, resp: IrResponse, model: str, req: IrRequest) -> dict[str, Any]:
         """IR response -> ``chat.completion`` body (see ``response.write_response``)."""
         return response.write_response(resp, model, req)
 
@@ -36,11 +41,11 @@ class OpenAIDialect:
         """OpenAI error envelope (see ``errors.error_response``)."""
         return errors.error_response(status, kind, message)
 
-    def write_request(self, req: IrRequest, upstream_model: str) -> dict:
+    def write_request(self, req: IrRequest, upstream_model: str) -> dict[str, Any]:
         """IR -> provider body (see ``request_writer.write_request``)."""
         return request_writer.write_request(req, upstream_model)
 
-    def read_response(self, body: dict) -> IrResponse:
+    def read_response(self, body: dict[str, Any]) -> IrResponse:
         """Provider ``chat.completion`` body -> IR (see ``response.read_response``)."""
         return response.read_response(body)
 

@@ -11,9 +11,11 @@ Kinds beyond ``ErrorKind`` understood here: ``insufficient_quota`` (budget exhau
 
 Source: ORIGINAL.md §7.4 (openai row), §2.24 (native-looking auth failures); cases C018, C020.
 """
+
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import orjson
 
@@ -35,11 +37,16 @@ KIND_TO_OPENAI: dict[str, tuple[str, str | None]] = {
 """Canonical kind -> OpenAI ``(error.type, error.code)``."""
 
 OPENAI_TYPE_TO_KIND = {
-    "invalid_request_error": ErrorKind.INVALID_REQUEST, "authentication_error": ErrorKind.AUTHENTICATION,
-    "permission_error": ErrorKind.PERMISSION, "not_found_error": ErrorKind.NOT_FOUND,
-    "rate_limit_error": ErrorKind.RATE_LIMIT, "insufficient_quota": ErrorKind.RATE_LIMIT,
-    "server_error": ErrorKind.API_ERROR, "api_error": ErrorKind.API_ERROR,
-    "overloaded_error": ErrorKind.OVERLOADED, "timeout_error": ErrorKind.TIMEOUT,
+    "invalid_request_error": ErrorKind.INVALID_REQUEST,
+    "authentication_error": ErrorKind.AUTHENTICATION,
+    "permission_error": ErrorKind.PERMISSION,
+    "not_found_error": ErrorKind.NOT_FOUND,
+    "rate_limit_error": ErrorKind.RATE_LIMIT,
+    "insufficient_quota": ErrorKind.RATE_LIMIT,
+    "server_error": ErrorKind.API_ERROR,
+    "api_error": ErrorKind.API_ERROR,
+    "overloaded_error": ErrorKind.OVERLOADED,
+    "timeout_error": ErrorKind.TIMEOUT,
 }
 """OpenAI ``error.type`` (or ``code``) -> canonical kind, for in-stream error chunks."""
 
@@ -55,12 +62,13 @@ _ERROR_OBJ_RE = re.compile(r'"error"\s*:\s*\{')
 
 def _unescape(s: str) -> str:
     try:
-        return orjson.loads(f'"{s}"')
+        v = orjson.loads(f'"{s}"')
     except orjson.JSONDecodeError:
         return s
+    return v if isinstance(v, str) else s
 
 
-def error_payload(kind: str, message: str, status: int | None = None) -> dict:
+def error_payload(kind: str, message: str, status: int | None = None) -> dict[str, Any]:
     """``{"error": {"message", "type", "param": None, "code"}}`` for a canonical kind."""
     mapped = KIND_TO_OPENAI.get(kind)
     if mapped is None:
@@ -79,7 +87,8 @@ def stream_error_kind(err: object) -> tuple[str, str]:
         msg = err.get("message")
         code, typ = err.get("code"), err.get("type")
         kind = (OPENAI_TYPE_TO_KIND.get(typ) if isinstance(typ, str) else None) or (
-            ErrorKind.RATE_LIMIT if code == "rate_limit_exceeded" else ErrorKind.API_ERROR)
+            ErrorKind.RATE_LIMIT if code == "rate_limit_exceeded" else ErrorKind.API_ERROR
+        )
         return kind, msg if isinstance(msg, str) and msg else "upstream stream error"
     return ErrorKind.API_ERROR, err if isinstance(err, str) and err else "upstream stream error"
 
@@ -113,7 +122,7 @@ def read_error(status: int, body: bytes) -> UpstreamErrorInfo:
     text = body.decode("utf-8", "replace").strip() if body else ""
     if text.startswith("{"):
         m = _ERROR_OBJ_RE.search(text)
-        scope = text[m.end():] if m else text
+        scope = text[m.end() :] if m else text
         found = {k: (_unescape(f.group(1)) if (f := r.search(scope)) else None) for k, r in _FIELD_RE.items()}
         if found["message"] is not None:
             return UpstreamErrorInfo(found["code"] or found["type"], found["message"], found["type"])

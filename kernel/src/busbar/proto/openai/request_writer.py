@@ -20,24 +20,37 @@ Rules (each a case or a seed line):
 Source: ORIGINAL.md §2.2 (lossy-by-design list, reasoning carry), seeds 001 "Cross-protocol
 reasoning"; cases C002, C011, C013, C015, C017.
 """
+
 from __future__ import annotations
 
 import mimetypes
+from typing import Any
 
 import orjson
 
 from busbar.ir.model import (
-    DocumentBlock, ImageBlock, IrMessage, IrRequest, TextBlock, ThinkingBlock, ToolResultBlock,
+    DocumentBlock,
+    ImageBlock,
+    IrMessage,
+    IrRequest,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
     ToolUseBlock,
 )
 from busbar.proto.errors import BadRequest
-from busbar.proto.openai.request import RawArguments
+from busbar.proto.openai.parts import RawArguments
 
 EFFORT_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384}
 """The default effort table (seeds 001 ``limits.reasoning_effort_budgets``)."""
 
-_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav", "audio/mp3": "mp3",
-                  "audio/mpeg": "mp3"}
+_AUDIO_FORMATS = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/mp3": "mp3",
+    "audio/mpeg": "mp3",
+}
 
 
 def dump_arguments(value: object) -> str:
@@ -52,7 +65,7 @@ def effort_for_budget(budget: int) -> str:
     return min(EFFORT_BUDGETS, key=lambda w: abs(EFFORT_BUDGETS[w] - budget))
 
 
-def write_request(req: IrRequest, upstream_model: str) -> dict:
+def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
     """``IrRequest`` -> Chat Completions body with ``model`` = ``upstream_model``.
 
     Args:
@@ -66,7 +79,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict:
         BadRequest: a part Chat Completions cannot take (a document given only by URL).
     """
     dropped = req.dropped
-    msgs: list[dict] = []
+    msgs: list[dict[str, Any]] = []
     if req.system:
         msgs.append({"role": "system", "content": _text_content(req.system, dropped)})
     for m in req.messages:
@@ -74,11 +87,11 @@ def write_request(req: IrRequest, upstream_model: str) -> dict:
             msgs.append(_assistant(m, dropped))
         else:
             _user(m, msgs, dropped)
-    body: dict = {"model": upstream_model, "messages": msgs}
+    body: dict[str, Any] = {"model": upstream_model, "messages": msgs}
     if req.tools:
         tools = []
         for t in req.tools:
-            fn: dict = {"name": t.name}
+            fn: dict[str, Any] = {"name": t.name}
             if t.description is not None:
                 fn["description"] = t.description
             fn["parameters"] = t.input_schema
@@ -88,14 +101,18 @@ def write_request(req: IrRequest, upstream_model: str) -> dict:
         body["tools"] = tools
         tc = req.tool_choice
         if tc is not None:
-            body["tool_choice"] = ({"type": "function", "function": {"name": tc.name}}
-                                   if tc.mode == "tool" else tc.mode)
+            body["tool_choice"] = (
+                {"type": "function", "function": {"name": tc.name}} if tc.mode == "tool" else tc.mode
+            )
         if req.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = req.parallel_tool_calls
     extra = req.extra
     if req.max_tokens is not None:
-        key = ("max_completion_tokens" if "max_completion_tokens" in extra or req.reasoning is not None
-               else "max_tokens")
+        key = (
+            "max_completion_tokens"
+            if "max_completion_tokens" in extra or req.reasoning is not None
+            else "max_tokens"
+        )
         body[key] = req.max_tokens
     if req.temperature is not None:
         body["temperature"] = req.temperature
@@ -136,7 +153,7 @@ def _drop(dropped: list[str], name: str) -> None:
         dropped.append(name)
 
 
-def _text_content(blocks: list, dropped: list[str]) -> str | list[dict]:
+def _text_content(blocks: list[Any], dropped: list[str]) -> str | list[dict[str, Any]]:
     texts = []
     for b in blocks:
         if isinstance(b, TextBlock):
@@ -150,15 +167,20 @@ def _text_content(blocks: list, dropped: list[str]) -> str | list[dict]:
     return [{"type": "text", "text": t} for t in texts]
 
 
-def _assistant(m: IrMessage, dropped: list[str]) -> dict:
+def _assistant(m: IrMessage, dropped: list[str]) -> dict[str, Any]:
     texts: list[str] = []
-    calls: list[dict] = []
+    calls: list[dict[str, Any]] = []
     for b in m.content:
         if isinstance(b, TextBlock):
             texts.append(b.text)
         elif isinstance(b, ToolUseBlock):
-            calls.append({"id": b.id, "type": "function",
-                          "function": {"name": b.name, "arguments": dump_arguments(b.input)}})
+            calls.append(
+                {
+                    "id": b.id,
+                    "type": "function",
+                    "function": {"name": b.name, "arguments": dump_arguments(b.input)},
+                }
+            )
         elif isinstance(b, ThinkingBlock):
             _drop(dropped, "thinking")
             continue
@@ -167,27 +189,28 @@ def _assistant(m: IrMessage, dropped: list[str]) -> dict:
             continue
         if b.cache_control is not None:
             _drop(dropped, "cache_control")
-    content: str | list[dict] | None
+    content: str | list[dict[str, Any]] | None
     if len(texts) == 1:
         content = texts[0]
     elif texts:
         content = [{"type": "text", "text": t} for t in texts]
     else:
         content = None if calls else ""
-    msg: dict = {"role": "assistant", "content": content}
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         msg["tool_calls"] = calls
     return msg
 
 
-def _user(m: IrMessage, msgs: list[dict], dropped: list[str]) -> None:
-    parts: list[dict] = []
+def _user(m: IrMessage, msgs: list[dict[str, Any]], dropped: list[str]) -> None:
+    parts: list[dict[str, Any]] = []
     for b in m.content:
         if isinstance(b, TextBlock):
             parts.append({"type": "text", "text": b.text})
         elif isinstance(b, ToolResultBlock):
-            msgs.append({"role": "tool", "tool_call_id": b.tool_use_id,
-                         "content": _tool_result_text(b, dropped)})
+            msgs.append(
+                {"role": "tool", "tool_call_id": b.tool_use_id, "content": _tool_result_text(b, dropped)}
+            )
         elif isinstance(b, ImageBlock):
             parts.append(image_part(b))
         elif isinstance(b, DocumentBlock):
@@ -217,24 +240,27 @@ def _tool_result_text(b: ToolResultBlock, dropped: list[str]) -> str:
     return texts[0] if len(texts) == 1 else "\n".join(texts)
 
 
-def image_part(b: ImageBlock) -> dict:
-    """``ImageBlock`` -> ``{"type": "image_url", "image_url": {"url", "detail"?}}`` (base64 as a data: URI)."""
+def image_part(b: ImageBlock) -> dict[str, Any]:
+    """``ImageBlock`` -> ``{"type": "image_url", "image_url": {"url", "detail"?}}``; base64 as a data: URI."""
     url = b.url if b.source == "url" else f"data:{b.media_type};base64,{b.data}"
-    iu: dict = {"url": url}
+    iu: dict[str, Any] = {"url": url}
     if b.detail is not None:
         iu["detail"] = b.detail
     return {"type": "image_url", "image_url": iu}
 
 
-def _document_part(b: DocumentBlock) -> dict:
+def _document_part(b: DocumentBlock) -> dict[str, Any]:
     if b.data is None:
-        raise BadRequest(f"document part ({b.media_type}) given by URL cannot be sent to an OpenAI "
-                         "Chat Completions upstream; send it inline as base64")
+        raise BadRequest(
+            f"document part ({b.media_type}) given by URL cannot be sent to an OpenAI "
+            "Chat Completions upstream; send it inline as base64"
+        )
     if b.media_type.startswith("audio/"):
         fmt = _AUDIO_FORMATS.get(b.media_type)
         if fmt is None:
-            raise BadRequest(f"audio part ({b.media_type}) is not accepted by OpenAI Chat Completions "
-                             "(wav or mp3 only)")
+            raise BadRequest(
+                f"audio part ({b.media_type}) is not accepted by OpenAI Chat Completions (wav or mp3 only)"
+            )
         return {"type": "input_audio", "input_audio": {"data": b.data, "format": fmt}}
     name = b.name or "document" + (mimetypes.guess_extension(b.media_type) or "")
     return {"type": "file", "file": {"filename": name, "file_data": f"data:{b.media_type};base64,{b.data}"}}
