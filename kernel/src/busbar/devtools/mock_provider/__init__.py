@@ -9,7 +9,8 @@ Modules (one role each):
     app          the raw ASGI app: routing, auth, request log, script lookup, default replies
     routing      path prefix and gwbench knobs (/d<ms>, /c<n>, /i<ms>)
     control      the ``/_mock/*`` control API
-    faults       script rules: validation, FIFO matching, turning a rule into an outcome
+    faults       script rules: validation and FIFO matching
+    scripted     turning a scripted response into an outcome (bytes, status, headers, faults)
     wire         ASGI plumbing: delays, pacing, aborts, in-band errors, disconnect detection
     journal      request and event logs
     reply        protocol-neutral default replies (text, tool calls, stop, max_tokens)

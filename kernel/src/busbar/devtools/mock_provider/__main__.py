@@ -62,17 +62,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=9100, help="listen port; 0 picks a free one (default 9100)")
-    ap.add_argument("--script", type=Path, help='JSON file {"rules": [...]} preloaded as by POST /_mock/script')
-    ap.add_argument("--fixtures", type=Path, help=f"captures directory (env {ENV_FIXTURES}; default shared/fixtures)")
+    ap.add_argument(
+        "--script", type=Path, help='JSON file {"rules": [...]} preloaded as by POST /_mock/script'
+    )
+    ap.add_argument(
+        "--fixtures", type=Path, help=f"captures directory (env {ENV_FIXTURES}; default shared/fixtures)"
+    )
     ap.add_argument("--no-auth", action="store_true", help="do not require provider credentials")
-    ap.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
-    ap.add_argument("--record-max", type=int, default=10_000,
-                    help="cap of the request and event logs; 0 disables the request log (default 10000)")
+    ap.add_argument(
+        "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    ap.add_argument(
+        "--record-max",
+        type=int,
+        default=10_000,
+        help="cap of the request and event logs; 0 disables the request log (default 10000)",
+    )
     ap.add_argument("--delay-ms", type=float, default=0.0, help="default delay before headers (path /d<ms>)")
-    ap.add_argument("--chunks", type=int, default=None, help="default text pieces / stream chunks (path /c<n>)")
-    ap.add_argument("--chunk-delay-ms", type=float, default=0.0, help="default pause between frames (path /i<ms>)")
-    ap.add_argument("--allow-non-loopback", action="store_true",
-                    help="UNSAFE: listen on a non-loopback address (the mock has no real auth)")
+    ap.add_argument(
+        "--chunks", type=int, default=None, help="default text pieces / stream chunks (path /c<n>)"
+    )
+    ap.add_argument(
+        "--chunk-delay-ms", type=float, default=0.0, help="default pause between frames (path /i<ms>)"
+    )
+    ap.add_argument(
+        "--allow-non-loopback",
+        action="store_true",
+        help="UNSAFE: listen on a non-loopback address (the mock has no real auth)",
+    )
     return ap
 
 
@@ -87,13 +104,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     loopback = args.host in ("localhost", "::1") or args.host.startswith("127.")
     if not loopback and not args.allow_non_loopback:
-        return _fail([f"--host {args.host}: not a loopback address; pass --allow-non-loopback to listen there"])
+        return _fail(
+            [f"--host {args.host}: not a loopback address; pass --allow-non-loopback to listen there"]
+        )
     fixtures = args.fixtures or default_fixtures_dir()
     if not fixtures.is_dir():
-        print(f"busbar-mock-provider: warning: fixtures dir {fixtures} not found; captured bodies fall back "
-              "to synthesized ones and script `fixture` keys are refused", file=sys.stderr)
-    config = MockConfig(fixtures, not args.no_auth, args.record_max, args.delay_ms, args.chunks,
-                        args.chunk_delay_ms)
+        print(
+            f"busbar-mock-provider: warning: fixtures dir {fixtures} not found; captured bodies fall back "
+            "to synthesized ones and script `fixture` keys are refused",
+            file=sys.stderr,
+        )
+    config = MockConfig(
+        fixtures, not args.no_auth, args.record_max, args.delay_ms, args.chunks, args.chunk_delay_ms
+    )
     app = MockProvider(config)
     if args.script is not None:
         try:
@@ -106,11 +129,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail([f"--script {args.script}: {fault}" for fault in exc.faults])
     if args.allow_non_loopback and not loopback:
         print(f"busbar-mock-provider: warning: listening on non-loopback {args.host}", file=sys.stderr)
-    fast = importlib.util.find_spec("uvloop") is not None and importlib.util.find_spec("httptools") is not None
+    fast = (
+        importlib.util.find_spec("uvloop") is not None and importlib.util.find_spec("httptools") is not None
+    )
     uv_config = uvicorn.Config(
-        app, host=args.host, port=args.port, loop="uvloop" if fast else "asyncio",
-        http="httptools" if fast else "h11", lifespan="off", access_log=False, log_level=args.log_level,
-        server_header=False, date_header=True, timeout_keep_alive=75, backlog=4096,
+        app,
+        host=args.host,
+        port=args.port,
+        loop="uvloop" if fast else "asyncio",
+        http="httptools" if fast else "h11",
+        lifespan="off",
+        access_log=False,
+        log_level=args.log_level,
+        server_header=False,
+        date_header=True,
+        timeout_keep_alive=75,
+        backlog=4096,
         timeout_graceful_shutdown=1,
     )
     logging.getLogger("uvicorn.error").addFilter(_QuietAborts())

@@ -110,7 +110,9 @@ class AnthropicMessages(Dialect):
                 return ErrorReply(400, error_body("invalid_request_error", f"{key}: Field required"))
         model, cap, messages = body["model"], body["max_tokens"], body["messages"]
         if not isinstance(model, str) or not model:
-            return ErrorReply(400, error_body("invalid_request_error", "model: Input should be a valid string"))
+            return ErrorReply(
+                400, error_body("invalid_request_error", "model: Input should be a valid string")
+            )
         if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
             msg = "max_tokens: Input should be greater than or equal to 1"
             return ErrorReply(400, error_body("invalid_request_error", msg))
@@ -138,7 +140,9 @@ class AnthropicMessages(Dialect):
         tools = [
             ToolSpec(t["name"], t["input_schema"])
             for t in body.get("tools") or ()
-            if isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("input_schema"), dict)
+            if isinstance(t, dict)
+            and isinstance(t.get("name"), str)
+            and isinstance(t.get("input_schema"), dict)
         ]
         stops = tuple(s for s in body.get("stop_sequences") or () if isinstance(s, str))
         return Prompt(
@@ -174,7 +178,9 @@ class AnthropicMessages(Dialect):
         if not prompt.stream:
             content: list[dict[str, Any]] = []
             if call:
-                content.append({"type": "tool_use", "id": tool_id, "name": call.name, "input": call.arguments})
+                content.append(
+                    {"type": "tool_use", "id": tool_id, "name": call.name, "input": call.arguments}
+                )
             elif reply.pieces:
                 content.append({"type": "text", "text": reply.text})
             obj = {
@@ -194,12 +200,14 @@ class AnthropicMessages(Dialect):
             pad = b" " * _PADS[len(frames) % len(_PADS)]
             frames.append(b"event: " + obj["type"].encode() + b"\ndata: " + orjson.dumps(obj) + pad + b"\n\n")
 
-        start = {"id": mid, "type": "message", "role": "assistant", "model": prompt.model, "content": []}
-        start |= {"stop_reason": None, "stop_sequence": None, "usage": self._usage(reply, 1)}
+        start: dict[str, Any] = {"id": mid, "type": "message", "role": "assistant", "model": prompt.model}
+        start |= {"content": [], "stop_reason": None, "stop_sequence": None, "usage": self._usage(reply, 1)}
         event({"type": "message_start", "message": start})
         if call:
             block: dict[str, Any] = {"type": "tool_use", "id": tool_id, "name": call.name, "input": {}}
-            deltas = [{"type": "input_json_delta", "partial_json": f} for f in _split_input(call.arguments_json)]
+            deltas = [
+                {"type": "input_json_delta", "partial_json": f} for f in _split_input(call.arguments_json)
+            ]
         else:
             block = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": piece} for piece in reply.pieces]
@@ -220,7 +228,7 @@ class AnthropicMessages(Dialect):
         return Rendered(_SSE, frames=frames)
 
     def stream_error_frame(self, error: Any) -> bytes:
-        """``event: error`` with ``overloaded_error`` (default), ``api_error`` + message, or a given payload."""
+        """``event: error``: ``overloaded_error`` (default), ``api_error`` + a message, or a given payload."""
         if isinstance(error, dict):
             payload = error
         elif isinstance(error, str):
@@ -232,8 +240,10 @@ class AnthropicMessages(Dialect):
     def sse_frame(self, item: Any) -> bytes:
         """Scripted item: a dict with a string ``type`` gets ``event: <type>``; others are data only."""
         if isinstance(item, dict) and isinstance(item.get("type"), str):
-            return b"event: " + item["type"].encode() + b"\ndata: " + orjson.dumps(item) + b"\n\n"
-        return super().sse_frame(item)
+            head = b"event: " + str(item["type"]).encode() + b"\ndata: "
+            return head + orjson.dumps(item) + b"\n\n"
+        frame: bytes = super().sse_frame(item)
+        return frame
 
     def request_id(self, seq: int) -> str:
         """Anthropic request ids look like ``req_011C...``."""

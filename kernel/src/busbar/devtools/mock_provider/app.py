@@ -23,13 +23,14 @@ import orjson
 from .anthropic import AnthropicMessages
 from .base import Dialect, ErrorReply, next_seq
 from .control import handle_control, send_json
-from .faults import Script, scripted_outcome
+from .faults import Script
 from .fixtures import FixtureStore, default_fixtures_dir
 from .journal import Journal
 from .openai_chat import OpenAIChat
 from .openai_chat import error_body as openai_error_body
 from .reply import plan_reply
 from .routing import Route, route
+from .scripted import scripted_outcome
 from .wire import BodyTooLarge, Exchange, Outcome, Receive, Scope, Send, deliver
 
 __all__ = ["MockConfig", "MockProvider", "create_app"]
@@ -101,8 +102,9 @@ class MockProvider:
     def _outcome(self, err: ErrorReply, base: list[tuple[str, str]]) -> Outcome:
         return Outcome(err.status, [("content-type", "application/json"), *err.headers, *base], body=err.body)
 
-    def _default(self, dialect: Dialect, body: Any, seq: int, rt: Route, text: str | None,
-                 base: list[tuple[str, str]]) -> Outcome:
+    def _default(
+        self, dialect: Dialect, body: Any, seq: int, rt: Route, text: str | None, base: list[tuple[str, str]]
+    ) -> Outcome:
         if not isinstance(body, dict):
             return self._outcome(dialect.bad_json(), base)
         prompt = dialect.read_prompt(body)
@@ -127,20 +129,36 @@ class MockProvider:
             await deliver(ex, self._outcome(dialect.auth_error(), []), lambda _phase: None)
             return
         if anthropic:
-            data = [{"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
-                    for m in MODELS]
-            await send_json(ex, 200, {"data": data, "has_more": False, "first_id": MODELS[0], "last_id": MODELS[-1]})
+            data = [
+                {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
+                for m in MODELS
+            ]
+            await send_json(
+                ex, 200, {"data": data, "has_more": False, "first_id": MODELS[0], "last_id": MODELS[-1]}
+            )
         else:
-            data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "busbar-mock"} for m in MODELS]
-            await send_json(ex, 200, {"object": "list", "data": data})
+            listing: list[dict[str, Any]] = [
+                {"id": m, "object": "model", "created": 1700000000, "owned_by": "busbar-mock"} for m in MODELS
+            ]
+            await send_json(ex, 200, {"object": "list", "data": listing})
 
     async def _provider(self, ex: Exchange, path: str, rt: Route) -> None:
         method: str = ex.scope["method"]
         try:
             raw = await ex.read_body()
         except BodyTooLarge:
-            await send_json(ex, 413, {"error": {"message": "Request body too large.", "type": "invalid_request_error",
-                                                "param": None, "code": None}})
+            await send_json(
+                ex,
+                413,
+                {
+                    "error": {
+                        "message": "Request body too large.",
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": None,
+                    }
+                },
+            )
             return
         headers = ex.headers()
         body = _parse_body(raw)
@@ -157,7 +175,11 @@ class MockProvider:
         base = [(dialect.request_id_header, dialect.request_id(seq))] if dialect else []
         model = body.get("model") if isinstance(body, dict) else None
         stream = isinstance(body, dict) and body.get("stream") is True
-        spec = self.script.take(protocol, model, path, stream) if self.script.rules and method == "POST" else None
+        spec = (
+            self.script.take(protocol, model, path, stream)
+            if self.script.rules and method == "POST"
+            else None
+        )
         cfg = self.config
         knobs = (
             (rt.delay_ms if rt.delay_ms is not None else cfg.delay_ms) / 1000,
@@ -177,8 +199,14 @@ class MockProvider:
 
         def on_gone(phase: str) -> None:
             self.journal.event(
-                "client_disconnected", method=method, path=path, protocol=protocol, model=model,
-                phase=phase, after_ms=ex.elapsed_ms(), frames_sent=ex.frames_sent,
+                "client_disconnected",
+                method=method,
+                path=path,
+                protocol=protocol,
+                model=model,
+                phase=phase,
+                after_ms=ex.elapsed_ms(),
+                frames_sent=ex.frames_sent,
             )
 
         await deliver(ex, out, on_gone)

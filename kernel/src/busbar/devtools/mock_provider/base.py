@@ -41,17 +41,17 @@ def _pad(salt: str) -> str:
 
 
 def mint_id(prefix: str, seq: int, length: int, salt: str = "") -> str:
-    """Mint a provider-looking id: ``prefix`` + ``length`` base-62 characters (at most 64) derived from ``seq``.
+    """Mint a provider-looking id: ``prefix`` + ``length`` (8..64) base-62 characters derived from ``seq``.
 
     Deterministic for a given (seq, salt) and distinct per seq, e.g. ``mint_id("chatcmpl-", 1, 29)``;
     a fixed per-salt pseudo-random head followed by the scrambled sequence number in base 62.
     """
     n = (seq * 2_654_435_761) % 62**8
     tail = ""
-    while n:
+    for _ in range(8):
         n, r = divmod(n, 62)
         tail = _ALNUM[r] + tail
-    return prefix + _pad(salt)[: length - len(tail)] + tail
+    return prefix + _pad(salt)[: length - 8] + tail
 
 
 def text_of(content: Any) -> str:

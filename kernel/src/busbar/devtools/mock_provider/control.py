@@ -1,15 +1,15 @@
 """The control API under ``/_mock/`` (JSON in, JSON out).
 
-| method and path           | does                                                         | answers                        |
-|---------------------------|--------------------------------------------------------------|--------------------------------|
-| ``GET /_mock/script``     | list pending rules                                           | ``{"rules": [...]}``           |
-| ``POST /_mock/script``    | append rules (body ``{"rules": [...]}``, see ``faults.py``)  | ``{"added": n, "pending": m}`` |
-| ``DELETE /_mock/script``  | drop all rules                                               | ``{"cleared": n}``             |
-| ``GET /_mock/requests``   | the request log (``journal.py``)                             | ``[{...}, ...]``               |
-| ``DELETE /_mock/requests``| empty it                                                     | ``{"cleared": n}``             |
-| ``GET /_mock/events``     | the event log (client disconnects)                           | ``[{...}, ...]``               |
-| ``DELETE /_mock/events``  | empty it                                                     | ``{"cleared": n}``             |
-| ``POST /_mock/reset``     | drop rules, requests and events                              | ``{"cleared": {...}}``         |
+- ``GET /_mock/script``: pending rules -> ``{"rules": [...]}`` (each with its remaining ``times``)
+- ``POST /_mock/script``: append rules (body ``{"rules": [...]}``, see ``faults.py``)
+  -> ``{"added": n, "pending": m}``
+- ``DELETE /_mock/script``: drop all rules -> ``{"cleared": n}``
+- ``GET /_mock/requests``: the request log (``journal.py``) -> ``[{...}, ...]``
+- ``DELETE /_mock/requests``: empty it -> ``{"cleared": n}``
+- ``GET /_mock/events``: the event log (client disconnects) -> ``[{...}, ...]``
+- ``DELETE /_mock/events``: empty it -> ``{"cleared": n}``
+- ``POST /_mock/reset``: drop rules, requests and events
+  -> ``{"cleared": {"rules": n, "requests": n, "events": n}}``
 
 Errors: 400 ``{"error": "invalid script", "faults": [...]}`` (one line per fault), 404 for an
 unknown control path, 405 ``{"error": ..., "allowed": [...]}`` for a wrong method.
@@ -37,7 +37,9 @@ _ALLOWED = {
 }
 
 
-async def send_json(ex: Exchange, status: int, obj: Any, headers: list[tuple[str, str]] | None = None) -> None:
+async def send_json(
+    ex: Exchange, status: int, obj: Any, headers: list[tuple[str, str]] | None = None
+) -> None:
     """Send ``obj`` as a complete ``application/json`` answer."""
     body = orjson.dumps(obj)
     hdrs = [("content-type", "application/json"), ("content-length", str(len(body))), *(headers or [])]
@@ -51,10 +53,14 @@ async def handle_control(app: MockProvider, ex: Exchange) -> None:
     method = ex.scope["method"]
     raw = await ex.read_body()
     if name not in _ALLOWED:
-        await send_json(ex, 404, {"error": f"unknown control path /_mock/{name}", "allowed": sorted(_ALLOWED)})
+        await send_json(
+            ex, 404, {"error": f"unknown control path /_mock/{name}", "allowed": sorted(_ALLOWED)}
+        )
         return
     if method not in _ALLOWED[name]:
-        await send_json(ex, 405, {"error": f"{method} not allowed on /_mock/{name}", "allowed": _ALLOWED[name]})
+        await send_json(
+            ex, 405, {"error": f"{method} not allowed on /_mock/{name}", "allowed": _ALLOWED[name]}
+        )
         return
     journal, script = app.journal, app.script
     if name == "script" and method == "POST":
@@ -81,5 +87,9 @@ async def handle_control(app: MockProvider, ex: Exchange) -> None:
     elif name == "events":
         await send_json(ex, 200, {"cleared": journal.clear_events()})
     else:
-        cleared = {"rules": script.clear(), "requests": journal.clear_requests(), "events": journal.clear_events()}
+        cleared = {
+            "rules": script.clear(),
+            "requests": journal.clear_requests(),
+            "events": journal.clear_events(),
+        }
         await send_json(ex, 200, {"cleared": cleared})

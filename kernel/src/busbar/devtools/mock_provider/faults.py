@@ -11,31 +11,46 @@ body's ``model``), ``path_prefix`` (the raw request path starts with it), ``stre
 ``response`` keys (all optional): ``status``, ``body`` (JSON value, or a string sent verbatim),
 ``headers``, ``delay_ms``, ``hang``, ``fixture``, ``sse``, ``chunk_delay_ms``, ``drop_after``,
 ``error_after``, ``error`` (payload or message of the in-band error), ``text`` (replaces the default
-reply text). At most one of body / fixture / sse / text. Semantics: docs/mock-provider.md.
+reply text). At most one of body / fixture / sse / text. Semantics: docs/mock-provider.md; how a
+response becomes bytes on the wire: ``scripted.py``.
 
 Validation collects every fault with its key path and raises once (:class:`ScriptError`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from . import fixtures as fx
-from .base import Dialect
-from .wire import Outcome
 
-__all__ = ["PROTOCOLS", "Match", "ResponseSpec", "Rule", "Script", "ScriptError", "parse_rules", "scripted_outcome"]
+__all__ = [
+    "ABSENT",
+    "PROTOCOLS",
+    "Match",
+    "ResponseSpec",
+    "Rule",
+    "Script",
+    "ScriptError",
+    "parse_rules",
+]
 
 PROTOCOLS = ("openai", "anthropic", "responses", "gemini", "bedrock", "cohere")
-_ABSENT: Any = object()
+ABSENT: Any = object()  # ResponseSpec.body when the rule gives no body (null is a valid body)
 _MATCH_KEYS = ("protocol", "model", "path_prefix", "stream")
 _RESPONSE_KEYS = (
-    "status", "body", "headers", "delay_ms", "hang", "fixture", "sse",
-    "chunk_delay_ms", "drop_after", "error_after", "error", "text",
+    "status",
+    "body",
+    "headers",
+    "delay_ms",
+    "hang",
+    "fixture",
+    "sse",
+    "chunk_delay_ms",
+    "drop_after",
+    "error_after",
+    "error",
+    "text",
 )
 _MAX_DELAY_MS = 3_600_000
 
@@ -72,7 +87,7 @@ class ResponseSpec:
     """A validated ``response`` object; absent keys are None (``body`` uses a private sentinel)."""
 
     status: int | None = None
-    body: Any = _ABSENT
+    body: Any = ABSENT
     headers: dict[str, str] = field(default_factory=dict)
     delay_ms: float | None = None
     hang: bool = False
@@ -155,6 +170,13 @@ def _parse_response(raw: Any, at: str, faults: list[str], store: fx.FixtureStore
     if "sse" in raw:
         if isinstance(raw["sse"], (list, str)):
             spec.sse = raw["sse"]
+            for j, item in enumerate(raw["sse"] if isinstance(raw["sse"], list) else ()):
+                if (
+                    isinstance(item, dict)
+                    and "raw" in item
+                    and (set(item) != {"raw"} or not isinstance(item["raw"], str))
+                ):
+                    faults.append(f'{at}.sse[{j}]: a raw item is exactly {{"raw": "<text>"}}')
         else:
             faults.append(f"{at}.sse: expected a list of data payloads or a string of raw SSE text")
     if "error" in raw:
@@ -205,7 +227,9 @@ def parse_rules(doc: Any, store: fx.FixtureStore) -> list[Rule]:
             if key not in _MATCH_KEYS:
                 faults.append(f"{at}.match.{key}: unknown key; allowed: {', '.join(_MATCH_KEYS)}")
         if m.get("protocol") is not None and m["protocol"] not in PROTOCOLS:
-            faults.append(f"{at}.match.protocol: {m['protocol']!r} is not one of {', '.join(PROTOCOLS)} or null")
+            faults.append(
+                f"{at}.match.protocol: {m['protocol']!r} is not one of {', '.join(PROTOCOLS)} or null"
+            )
         for key in ("model", "path_prefix"):
             if m.get(key) is not None and not isinstance(m[key], str):
                 faults.append(f"{at}.match.{key}: {m[key]!r} is not a string or null")
@@ -254,90 +278,3 @@ class Script:
     def snapshot(self) -> list[dict[str, Any]]:
         """The pending rules as JSON, each with its remaining ``times``."""
         return [{**r.source, "times": r.times} for r in self.rules]
-
-
-def _body_bytes(body: Any) -> tuple[bytes, str]:
-    if isinstance(body, str):
-        data = body.encode()
-        try:
-            orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return data, "text/plain; charset=utf-8"
-        return data, "application/json"
-    return orjson.dumps(body), "application/json"
-
-
-def _data_frame(item: Any) -> bytes:
-    payload = item.encode() if isinstance(item, str) else orjson.dumps(item)
-    return b"data: " + payload + b"\n\n"
-
-
-def _generic_error_frame(error: Any) -> bytes:
-    payload = error if isinstance(error, dict) else {"error": {"message": error or "mock stream error",
-                                                               "type": "server_error"}}
-    return b"data: " + orjson.dumps(payload) + b"\n\n"
-
-
-def scripted_outcome(
-    spec: ResponseSpec,
-    dialect: Dialect | None,
-    store: fx.FixtureStore,
-    default: Callable[[str | None], Outcome],
-    base_headers: list[tuple[str, str]],
-    knobs: tuple[float, float],
-) -> Outcome:
-    """Turn a scripted response into an :class:`Outcome`.
-
-    Args:
-        spec: the rule's response.
-        dialect: the protocol of the request (None for an unknown path).
-        store: fixtures, for ``fixture``.
-        default: builds the default-reply outcome, given ``spec.text`` (used when the spec has no
-            body, fixture or sse and no error status).
-        base_headers: headers every answer carries (the provider's request id).
-        knobs: (delay_s, chunk_delay_s) from the path, used when the spec does not set them.
-    """
-    out: Outcome
-    if spec.fixture is not None:
-        rel = spec.fixture
-        out = Outcome(spec.status or fx.status_for(rel), [("content-type", fx.content_type_for(rel))])
-        if fx.is_stream(rel):
-            out.frames = store.frames(rel)
-        else:
-            out.body = store.read(rel)
-    elif spec.sse is not None:
-        out = Outcome(spec.status or 200, [("content-type", "text/event-stream; charset=utf-8")])
-        if isinstance(spec.sse, str):
-            out.frames = fx.split_sse(spec.sse.encode())
-        else:
-            frame = dialect.sse_frame if dialect else _data_frame
-            out.frames = [
-                item["raw"].encode() if isinstance(item, dict) and set(item) == {"raw"} else frame(item)
-                for item in spec.sse
-            ]
-    elif spec.body is not _ABSENT:
-        data, ctype = _body_bytes(spec.body)
-        out = Outcome(spec.status or 200, [("content-type", ctype)], body=data)
-    elif spec.status is not None and spec.status >= 400:
-        if dialect is None:
-            data = orjson.dumps({"error": {"code": spec.status, "message": f"Mock error {spec.status}."}})
-            out = Outcome(spec.status, [("content-type", "application/json")], body=data)
-        else:
-            err = dialect.error_reply(spec.status)
-            out = Outcome(err.status, [("content-type", "application/json"), *err.headers], body=err.body)
-    else:
-        out = default(spec.text)
-        if spec.status is not None:
-            out.status = spec.status
-    present = {name for name, _ in out.headers}
-    out.headers = out.headers + [h for h in base_headers if h[0] not in present]
-    if spec.headers:
-        out.headers = [h for h in out.headers if h[0] not in spec.headers] + list(spec.headers.items())
-    out.delay_s = spec.delay_ms / 1000 if spec.delay_ms is not None else knobs[0]
-    out.chunk_delay_s = spec.chunk_delay_ms / 1000 if spec.chunk_delay_ms is not None else knobs[1]
-    out.hang = spec.hang
-    out.drop_after = spec.drop_after
-    if spec.error_after is not None and out.frames is not None:
-        out.error_after = spec.error_after
-        out.error_frame = dialect.stream_error_frame(spec.error) if dialect else _generic_error_frame(spec.error)
-    return out

@@ -37,7 +37,14 @@ class Journal:
         """Append one received request."""
         if self.record_requests:
             self.requests.append(
-                {"ts": time.time(), "method": method, "path": path, "query": query, "headers": headers, "body": body}
+                {
+                    "ts": time.time(),
+                    "method": method,
+                    "path": path,
+                    "query": query,
+                    "headers": headers,
+                    "body": body,
+                }
             )
 
     def event(self, kind: str, **fields: Any) -> None:

@@ -114,7 +114,12 @@ class OpenAIChat(Dialect):
         """Captured body for 400/401/404; synthesized OpenAI envelope for other statuses."""
         rel, fallback, kind, code = _ERRORS.get(
             status,
-            (None, f"Mock error {status}.", "server_error" if status >= 500 else "invalid_request_error", None),
+            (
+                None,
+                f"Mock error {status}.",
+                "server_error" if status >= 500 else "invalid_request_error",
+                None,
+            ),
         )
         synthesized = error_body(message or fallback, kind, None, code)
         if rel is None or message is not None:
@@ -214,9 +219,15 @@ class OpenAIChat(Dialect):
             }
             return Rendered(_JSON, body=orjson.dumps(obj))
         head = (
-            b'data: {"id":"' + cid.encode() + b'","object":"chat.completion.chunk","created":'
-            + str(created).encode() + b',"model":' + orjson.dumps(prompt.model)
-            + b',"system_fingerprint":"' + _FINGERPRINT.encode() + b'","choices":['
+            b'data: {"id":"'
+            + cid.encode()
+            + b'","object":"chat.completion.chunk","created":'
+            + str(created).encode()
+            + b',"model":'
+            + orjson.dumps(prompt.model)
+            + b',"system_fingerprint":"'
+            + _FINGERPRINT.encode()
+            + b'","choices":['
         )
         tail = b'],"usage":null}\n\n' if prompt.include_usage else b"]}\n\n"
 
@@ -227,7 +238,9 @@ class OpenAIChat(Dialect):
         if call:
             frames = [chunk({"role": "assistant", "content": None})]
             first = {"name": call.name, "arguments": ""}
-            frames.append(chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": first}]}))
+            frames.append(
+                chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": first}]})
+            )
             for frag in _split_args(call.arguments_json):
                 frames.append(chunk({"tool_calls": [{"index": 0, "function": {"arguments": frag}}]}))
         else:

@@ -38,7 +38,10 @@ _READY_PREFIX = "busbar-mock-provider listening on "
 
 
 class MockStartError(RuntimeError):
-    """The mock did not come up (exited, or no ready line / healthy /healthz in time); message has its stderr."""
+    """The mock did not come up (exited, or no ready line / healthy /healthz in time).
+
+    The message ends with the child's stderr.
+    """
 
 
 class MockProcess:
@@ -116,7 +119,7 @@ class MockProcess:
         """
         if self.proc is not None:
             return self
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 -- kept open for the child; closed in __exit__
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})}
         cmd = [sys.executable, "-m", "busbar.devtools.mock_provider", *self.args]
         self.proc = subprocess.Popen(
@@ -164,8 +167,9 @@ class MockProcess:
     def __enter__(self) -> MockProcess:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
         if self._stderr is not None:
             self._stderr.close()

@@ -74,7 +74,7 @@ class Exchange:
         scope, receive, send: the ASGI callables of the request.
     """
 
-    __slots__ = ("scope", "receive", "send", "t0", "frames_sent", "_watcher")
+    __slots__ = ("_watcher", "frames_sent", "receive", "scope", "send", "t0")
 
     def __init__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.scope, self.receive, self.send = scope, receive, send
@@ -185,7 +185,7 @@ async def deliver(ex: Exchange, out: Outcome, on_gone: Callable[[str], None]) ->
         return
     if out.frames is None:
         body = out.body
-        headers = out.headers + [("content-length", str(len(body)))]
+        headers = [*out.headers, ("content-length", str(len(body)))]
         await ex.start(out.status, headers)
         if out.drop_after is not None and out.drop_after < len(body):
             if out.drop_after:
@@ -200,7 +200,7 @@ async def deliver(ex: Exchange, out: Outcome, on_gone: Callable[[str], None]) ->
             return
         raise AbortConnection
     if out.error_after is not None:
-        frames = frames[: out.error_after] + [out.error_frame]
+        frames = [*frames[: out.error_after], out.error_frame]
     if out.chunk_delay_s > 0:
         ex.watch()
     if not await _stream(ex, out, frames, on_gone):
