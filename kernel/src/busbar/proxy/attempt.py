@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ from busbar.ir.model import IrRequest, StreamError
 from busbar.proto.base import UpstreamErrorInfo
 from busbar.proxy.disposition import classify, parse_retry_after
 from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, upstream_url
+
+log = logging.getLogger("busbar")
 
 
 @dataclass(slots=True)
@@ -181,6 +184,11 @@ async def _read_first(resp: httpx.Response, provider) -> AttemptSuccess | Attemp
     except httpx.HTTPError as e:
         await resp.aclose()
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
+    except Exception as e:  # an undecodable upstream stream is the upstream's fault: fail over
+        await resp.aclose()
+        log.warning("undecodable stream from %s: %r", provider.name, e)
+        return AttemptFailure("server_error", 0, UpstreamErrorInfo(None, "malformed upstream stream"), None,
+                              reason="server_error")
     if events and isinstance(events[0], StreamError):
         await resp.aclose()
         err = events[0]

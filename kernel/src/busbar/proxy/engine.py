@@ -170,15 +170,24 @@ async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float, pool: st
         release()
         _record_failure(gw, lane, cell, res, now, pool)
         return res
-    if lane.budget > 0:
+    charged = lane.budget > 0
+    if charged:
         lane.budget -= 1
     lane.observe_latency((now - t0) * 1000.0)
     headers_extra = {ROUTE_TARGET: lane.name}
     if not call.stream:
         release()
+        try:
+            reply = whole_reply(call, lane, res)
+        except Exception as e:      # an untranslatable 2xx body is the upstream's fault: fail over
+            log.warning("pool %s: undecodable response from %s: %r", pool, lane.name, e)
+            if charged:
+                lane.budget += 1
+            failure = AttemptFailure("server_error", 502, None, None, reason="server_error")
+            _record_failure(gw, lane, cell, failure, now, pool)
+            return failure
         cell.record_success(now)
         lane.ok += 1
-        reply = whole_reply(call, lane, res)
         reply.headers.update(headers_extra)
         return reply
 
@@ -193,7 +202,7 @@ async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float, pool: st
                 gw.metrics.trip(pool, lane.name)
             gw.metrics.failure(pool, lane.name, "stream_error")
             lane.err += 1
-            if lane.budget >= 0:
+            if charged:
                 lane.budget += 1          # refund: the body failed after 2xx headers
         else:
             cell.release_probe()

@@ -71,7 +71,11 @@ class DataPlane:
             return await send_reply(send, receive, error_reply(dialect, e.status, e.kind, e.message))
         except ConnectionAbortedError:
             return
-        reply, name = await self._serve(gw, scope, dialect, raw, path_name, adhoc_provider, receive)
+        try:
+            reply, name = await self._serve(gw, scope, dialect, raw, path_name, adhoc_provider, receive)
+        except Exception:            # a kernel bug must still answer in the caller's envelope
+            log.exception("internal error serving %s %s", scope["method"], scope["path"])
+            reply, name = error_reply(dialect, 500, ErrorKind.API_ERROR, "internal gateway error"), None
         if reply is None:            # the client went away; upstream work was cancelled
             log.info("499 %s %s client closed the request", scope["method"], scope["path"])
             return
