@@ -225,6 +225,21 @@ def test_malformed_bodies_raise_bad_request(body: object, message: str) -> None:
 # ---------------------------------------------------------------- writer
 
 
+def test_c010_c002_anthropic_client_to_openai_upstream_stop_and_usage() -> None:
+    ir = DIALECT.read_request(
+        {
+            "model": "m",
+            "max_tokens": 32,
+            "stream": True,
+            "stop_sequences": ["###"],
+            "messages": [{"role": "user", "content": "count"}],
+        }
+    )
+    body = OPENAI.write_request(ir, "gpt")
+    assert body["stop"] == ["###"]
+    assert body["stream_options"] == {"include_usage": True}
+
+
 def test_c011_anthropic_body_to_openai_has_no_tools_key() -> None:
     ir = DIALECT.read_request(
         {"model": "m", "max_tokens": 32, "messages": [{"role": "user", "content": "say ok"}]}

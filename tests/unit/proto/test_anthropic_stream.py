@@ -27,6 +27,7 @@ from busbar.ir.model import (
 from busbar.proto.anthropic import DIALECT
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.sse import SseParser
+from openai._streaming import SSEDecoder
 
 FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
 
@@ -356,14 +357,21 @@ def test_nothing_after_the_terminal_event() -> None:
     assert enc.encode(StreamError("api_error", "late")) == b"" and enc.keepalive() == b""
 
 
-def test_c005_keepalive_is_a_ping_event() -> None:
+def test_c005_keepalive_is_a_ping_event_and_none_after_the_end() -> None:
     enc = DIALECT.stream_encoder("pool", IrRequest(stream=True))
-    assert enc.keepalive() == b'event: ping\ndata: {"type": "ping"}\n\n'
-    out = enc.keepalive() + openai_to_anthropic(C002_UPSTREAM)
-    for event, data in frames(out):
-        assert event and isinstance(data, dict)
-    assert frames(enc.keepalive()) == [("ping", {"type": "ping"})]
-    assert sdk_final_message(enc.keepalive() + openai_to_anthropic(C002_UPSTREAM)).content[0].text == "Hello"
+    dec = OPENAI.stream_decoder()
+    out = enc.keepalive()
+    for e in dec.feed(C002_UPSTREAM) + dec.close():  # a slow upstream: a keep-alive between every event
+        out += enc.encode(e) + enc.keepalive()
+    assert enc.keepalive() == b""
+    assert out.startswith(b'event: ping\ndata: {"type": "ping"}\n\n')
+    assert out.endswith(b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    ours = frames(out)
+    sdk = [(e.event, json.loads(e.data)) for e in SSEDecoder().iter_bytes(iter([out]))]
+    assert ours == sdk
+    assert all(event and isinstance(data, dict) and data.get("type") for event, data in ours)
+    assert [d for e, d in ours if e == "ping"] == [{"type": "ping"}] * 6
+    assert sdk_final_message(out).content[0].text == "Hello"
 
 
 def test_c010_stop_sequence_in_message_delta() -> None:

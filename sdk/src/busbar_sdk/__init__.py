@@ -1,0 +1,29 @@
+"""Busbar plugin SDK: write a hook, store, secret or auth plugin against the pluggy ABI.
+
+Public surface (pinned by a test): the base classes and :func:`export_plugin`, the reply arms
+most plugins return, the errors, and the version constants. Submodules: :mod:`busbar_sdk.hookspec`
+(the ABI), :mod:`busbar_sdk.models` (every wire message and reply), :mod:`busbar_sdk.artifact`
+(the signed tarball format, for tools), :mod:`busbar_sdk.testing` (load a packed plugin as the
+kernel does), :mod:`busbar_sdk.sidecar` (serve the same class over HTTP).
+
+Importing the sdk does no I/O. Source: seeds 003 "kind: hook plugin ABI"; STYLE.md §1, §3.
+"""
+from __future__ import annotations
+
+from busbar_sdk._base import AuthPlugin, HookPlugin, Plugin, PluginExport, SecretPlugin, StorePlugin, export_plugin
+from busbar_sdk._binding import PluginBinding
+from busbar_sdk._errors import (ArtifactError, BindingError, BuildError, HostileArchiveError, PayloadError,
+                                SdkError, SigningError)
+from busbar_sdk._models_hook import Abstain, Order, Reject, Restrict, Rewrite
+from busbar_sdk._versions import (AUTH_ABI_VERSION, HOOK_ABI_VERSION, SECRET_ABI_VERSION, STORE_ABI_VERSION,
+                                  TRANSPORT_VERSION)
+from busbar_sdk.hookspec import hookimpl
+
+__version__ = "1.5.0"
+
+__all__ = [
+    "AUTH_ABI_VERSION", "Abstain", "ArtifactError", "AuthPlugin", "BindingError", "BuildError",
+    "HOOK_ABI_VERSION", "HookPlugin", "HostileArchiveError", "Order", "PayloadError", "Plugin", "PluginBinding",
+    "PluginExport", "Reject", "Restrict", "Rewrite", "SECRET_ABI_VERSION", "STORE_ABI_VERSION", "SdkError",
+    "SecretPlugin", "SigningError", "StorePlugin", "TRANSPORT_VERSION", "export_plugin", "hookimpl",
+]

@@ -1,0 +1,258 @@
+"""Plugin base classes that turn ``busbar_call`` into typed methods, and :func:`export_plugin`.
+
+Subclass the base for your kind, override the methods you need, and export it::
+
+    from busbar_sdk import HookPlugin, Order, export_plugin
+    from busbar_sdk.models import DecideMessage
+
+    class Reverse(HookPlugin):
+        def decide(self, message: DecideMessage) -> Order:
+            return Order(order=[c.idx for c in reversed(message.candidates)])
+
+    plugin = export_plugin(Reverse)     # entry point: reverse = "my_package:plugin"
+
+``export_plugin`` returns an object whose methods are the six ``@hookimpl`` ABI hooks:
+``busbar_open(settings)`` constructs your class with the settings (that instance is the handle),
+``busbar_call(handle, payload)`` calls ``handle.handle(payload)``, which parses the message into
+its model, calls the typed method and serializes the reply arm back to a dict.
+
+Source: seeds 003 "kind: hook plugin ABI"; ORIGINAL.md §5.3 (SDK ``HookHandler`` defaults per op).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ValidationError
+
+from busbar_sdk._errors import PayloadError
+from busbar_sdk._models_hook import DecideMessage, NotifyMessage, TransformMessage
+from busbar_sdk._models_kinds import (AuthenticateMessage, AuthPass, AuthReject, Identity, ResolveMessage,
+                                      SecretFailure, SecretValue, StoreFailure, StoreMessage, StoreResult)
+from busbar_sdk._models_mgmt import (ConfigureAck, ConfigureMessage, DescribeMessage, DescribeReply,
+                                     StatusMessage, StatusReply)
+from busbar_sdk._versions import TRANSPORT_VERSION
+from busbar_sdk.hookspec import hookimpl
+
+__all__ = ["Plugin", "HookPlugin", "StorePlugin", "SecretPlugin", "AuthPlugin", "PluginExport", "export_plugin"]
+
+
+def _wire(reply: object) -> dict[str, Any]:
+    if reply is None:
+        return {}
+    if isinstance(reply, BaseModel):
+        to_wire = getattr(reply, "to_wire", None)
+        if to_wire is None:
+            raise PayloadError(f"{type(reply).__name__} is not a reply arm")
+        result: dict[str, Any] = to_wire()
+        return result
+    if isinstance(reply, dict):
+        return reply
+    raise PayloadError(f"a handler returned {type(reply).__name__}; return a reply model, a dict or None")
+
+
+def _parse(model: type[BaseModel], payload: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise PayloadError(f"{model.__name__}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+class Plugin:
+    """Base of every plugin class: one instance per ``busbar_open``, holding its settings.
+
+    Attributes:
+        kind: ``hook`` | ``store`` | ``secret`` | ``auth`` (set by the subclasses below).
+        settings: the instance's operator settings (a copy).
+    """
+
+    kind: ClassVar[str] = ""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings: dict[str, Any] = dict(settings)
+
+    def handle(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Answer one ``busbar_call`` payload; the subclasses route it to typed methods."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release resources (``busbar_close``). Default: nothing."""
+
+
+class HookPlugin(Plugin):
+    """A hook (gate or tap). Override any of :meth:`decide`, :meth:`transform`, :meth:`notify`;
+    management ops have working defaults. Return ``None`` to abstain.
+
+    Attributes:
+        settings_schema: class-level JSON Schema of your settings; :meth:`describe` serves it.
+        settings_version: the last ``configure`` version acknowledged (``None`` before any).
+    """
+
+    kind: ClassVar[str] = "hook"
+    settings_schema: ClassVar[dict[str, Any] | None] = None
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        super().__init__(settings)
+        self.settings_version: int | None = None
+
+    def decide(self, message: DecideMessage) -> Any:
+        """A gate's decision: return a reply arm (``Reject``/``Restrict``/``Order``/``Rewrite``)
+        or ``None`` to abstain. Default: abstain."""
+        return None
+
+    def transform(self, message: TransformMessage) -> Any:
+        """A rewrite pass (``prompt: rw``): ``Rewrite``, ``Reject`` or ``None``. Default: abstain."""
+        return None
+
+    def notify(self, message: NotifyMessage) -> None:
+        """A tap observation; the return value is ignored. Default: nothing."""
+
+    def configure(self, message: ConfigureMessage) -> ConfigureAck:
+        """Adopt pushed settings and ack the exact version. Default: store both, ack."""
+        self.settings = dict(message.configure.settings)
+        self.settings_version = message.configure.settings_version
+        return ConfigureAck(settings_version=message.configure.settings_version)
+
+    def describe(self) -> DescribeReply | None:
+        """Self-description: default serves :attr:`settings_schema` (or ``{}`` when unset)."""
+        return DescribeReply(json_schema=self.settings_schema) if self.settings_schema is not None else None
+
+    def status(self) -> StatusReply | None:
+        """Observed state; default reports settings and version with no metrics (``{}`` before a
+        configure). Override to add metrics."""
+        if self.settings_version is None:
+            return None
+        return StatusReply(settings_version=self.settings_version, settings=self.settings)
+
+    def handle(self, payload: dict[str, Any]) -> dict[str, Any]:
+        op = payload.get("op")
+        if op == "decide":
+            return _wire(self.decide(_parse(DecideMessage, payload)))
+        if op == "transform":
+            return _wire(self.transform(_parse(TransformMessage, payload)))
+        if op == "notify":
+            self.notify(_parse(NotifyMessage, payload))
+            return {}
+        if op is None or op == "configure" or op == "describe" or op == "status":
+            if "configure" in payload:
+                return _wire(self.configure(_parse(ConfigureMessage, payload)))
+            if "describe" in payload:
+                _parse(DescribeMessage, payload)
+                return _wire(self.describe())
+            if "status" in payload:
+                _parse(StatusMessage, payload)
+                return _wire(self.status())
+        return {}  # unknown op or management key: not for me
+
+
+class SecretPlugin(Plugin):
+    """A secret backend: implement :meth:`resolve`."""
+
+    kind: ClassVar[str] = "secret"
+
+    def resolve(self, settings: dict[str, Any], deadline_ms: int) -> str | bytes | SecretFailure:
+        """Return the secret for one reference's ``settings`` within ``deadline_ms`` milliseconds."""
+        raise NotImplementedError
+
+    def handle(self, payload: dict[str, Any]) -> dict[str, Any]:
+        if payload.get("op") != "resolve":
+            return {}
+        msg: ResolveMessage = _parse(ResolveMessage, payload)
+        value = self.resolve(msg.settings, msg.deadline_ms)
+        if isinstance(value, SecretFailure):
+            return value.to_wire()
+        return SecretValue(value=value).to_wire()
+
+
+class AuthPlugin(Plugin):
+    """An identity provider in ``auth.chain``: set :attr:`module_name`, implement :meth:`authenticate`."""
+
+    kind: ClassVar[str] = "auth"
+    module_name: ClassVar[str] = ""
+
+    def authenticate(self, credential: str) -> Identity | AuthReject | AuthPass | None:
+        """Verify a bearer credential: ``Identity``, ``AuthReject``, or ``AuthPass``/``None`` (not mine)."""
+        raise NotImplementedError
+
+    def handle(self, payload: dict[str, Any]) -> dict[str, Any]:
+        op = payload.get("op")
+        if op == "name":
+            return {"name": self.module_name}
+        if op == "authenticate":
+            msg: AuthenticateMessage = _parse(AuthenticateMessage, payload)
+            return _wire(self.authenticate(msg.credential) or AuthPass())
+        return {}
+
+
+class StorePlugin(Plugin):
+    """A durable store: each public method you define is an operation, called with ``args`` as
+    keyword arguments; its JSON-compatible return value becomes ``{"result": ...}``."""
+
+    kind: ClassVar[str] = "store"
+    _RESERVED: ClassVar[frozenset[str]] = frozenset({"handle", "close", "operations", "kind", "settings"})
+
+    @classmethod
+    def operations(cls) -> frozenset[str]:
+        """The operation names this class serves (computed once per class)."""
+        return _store_operations(cls)
+
+    def handle(self, payload: dict[str, Any]) -> dict[str, Any]:
+        msg: StoreMessage = _parse(StoreMessage, payload)
+        if msg.op not in self.operations():
+            return StoreFailure(kind="unsupported", message=f"unknown store operation {msg.op!r}").to_wire()
+        method: Callable[..., Any] = getattr(self, msg.op)
+        return StoreResult(result=method(**msg.args)).to_wire()
+
+
+@functools.cache
+def _store_operations(cls: type[StorePlugin]) -> frozenset[str]:
+    return frozenset(n for n, _ in inspect.getmembers(cls, inspect.isfunction)
+                     if not n.startswith("_") and n not in cls._RESERVED)
+
+
+class PluginExport:
+    """The ABI implementation for a :class:`Plugin` subclass (what :func:`export_plugin` returns)."""
+
+    def __init__(self, cls: type[Plugin]) -> None:
+        if not (isinstance(cls, type) and issubclass(cls, Plugin) and cls.kind):
+            raise TypeError("export_plugin() takes a subclass of HookPlugin, StorePlugin, SecretPlugin or AuthPlugin")
+        self.plugin_class = cls
+
+    @hookimpl
+    def busbar_abi(self) -> int:
+        return TRANSPORT_VERSION
+
+    @hookimpl
+    def busbar_plugin_kind(self) -> str:
+        return self.plugin_class.kind
+
+    @hookimpl
+    def busbar_open(self, settings: dict[str, Any]) -> object:
+        return self.plugin_class(settings)
+
+    @hookimpl
+    def busbar_call(self, handle: Plugin, payload: dict[str, Any]) -> dict[str, Any]:
+        return handle.handle(payload)
+
+    @hookimpl
+    def busbar_free(self, handle: Plugin, obj: object) -> None:
+        return None
+
+    @hookimpl
+    def busbar_close(self, handle: Plugin) -> None:
+        handle.close()
+
+    def __repr__(self) -> str:
+        return f"export_plugin({self.plugin_class.__qualname__})"
+
+
+def export_plugin(cls: type[Plugin]) -> PluginExport:
+    """Wrap a plugin class as the object a ``busbar.plugins`` entry point names.
+
+    Raises:
+        TypeError: ``cls`` is not a subclass of one of the four bases.
+    """
+    return PluginExport(cls)
