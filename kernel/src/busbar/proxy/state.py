@@ -11,7 +11,7 @@ ignored — never fatal.
 File shape (JSON)::
 
     {"version": 1, "saved_at": <unix s>,
-     "cells": [{"pool": "smart", "lane": "gpt-4o", "state": 1, "trips": 2, "cooldown_until": <unix s>}],
+     "cells": [{"pool": "smart", "lane": "gpt-4o", "state": "open", "trips": 2, "cooldown_until": <unix s>}],
      "lanes": [{"lane": "gpt-4o", "hard_down_until": <unix s>, "budget": 41, "max_requests": 50}]}
 
 Source: seeds 001 "Environment variables" (BUSBAR_STATE_FILE); ORIGINAL §2.21.
@@ -25,9 +25,12 @@ import time
 from pathlib import Path
 from typing import Mapping
 
+from busbar.proxy.breaker import CLOSED, STATE_NAMES
+
 log = logging.getLogger("busbar.state")
 SAVE_INTERVAL_S = 5.0
 VERSION = 1
+_STATE_BY_NAME = {name: value for value, name in STATE_NAMES.items()}
 
 
 def state_path(config_path: Path, env: Mapping[str, str] = os.environ) -> Path | None:
@@ -50,8 +53,9 @@ def snapshot(gw) -> dict:
     """The JSON-ready snapshot of ``gw`` now (monotonic deadlines converted to wall-clock)."""
     now_m, now_w = gw.clock(), time.time()
     to_wall = lambda t: now_w + (t - now_m) if t > now_m else 0.0  # noqa: E731
-    cells = [{"pool": p, "lane": l, "state": c.state, "trips": c.trips, "cooldown_until": to_wall(c.cooldown_until)}
-             for p, l, c in _cells(gw) if c.state != 0 or c.cooldown_until > now_m]
+    cells = [{"pool": p, "lane": l, "state": STATE_NAMES[c.state], "trips": c.trips,
+              "cooldown_until": to_wall(c.cooldown_until)}
+             for p, l, c in _cells(gw) if c.state != CLOSED or c.cooldown_until > now_m]
     lanes = [{"lane": n, "hard_down_until": to_wall(l.hard_down_until), "budget": l.budget,
               "max_requests": gw.config.models[n].max_requests} for n, l in gw.lanes.items()]
     return {"version": VERSION, "saved_at": now_w, "cells": cells, "lanes": lanes}
@@ -80,7 +84,7 @@ def restore(gw, path: Path) -> bool:
             cell = cells.get((str(e["pool"]), str(e["lane"])))
             if cell is None:
                 continue
-            cell.state = int(e["state"]) if int(e["state"]) in (0, 1, 2) else 0
+            cell.state = _STATE_BY_NAME[str(e["state"])]
             cell.trips = int(e["trips"])
             cell.cooldown_until = to_mono(float(e["cooldown_until"]))
             cell.probe_in_flight = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import time
 
 import uvicorn
@@ -42,6 +43,9 @@ async def run(loaded, gateway, host: str, port: int) -> bool:
         tasks.append(asyncio.ensure_future(_saver(gateway, path)))
     log.info("busbar listening on %s:%d (%d pools, %d models)", host, port, len(gateway.pools),
              len(gateway.lanes))
+    # uvicorn re-raises the stop signal after serve() returns, with the handlers it found installed;
+    # inert handlers here let the shutdown below (final state snapshot) run to completion.
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         await server.serve()
     finally:
@@ -53,4 +57,6 @@ async def run(loaded, gateway, host: str, port: int) -> bool:
         if path is not None:
             save(gateway, path)
         await gateway.aclose()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return server.started
