@@ -92,7 +92,7 @@ def test_fixture_thinking_tool_result_followup() -> None:
     assert text == TextBlock(src["messages"][1]["content"][1]["text"])
     assert call == ToolUseBlock("toolu_01YGzqpRE16Vricda3Aqcejo", "get_user_country", {})
     assert ir.messages[2].content == [
-        ToolResultBlock("toolu_01YGzqpRE16Vricda3Aqcejo", [TextBlock("Mexico")])
+        ToolResultBlock("toolu_01YGzqpRE16Vricda3Aqcejo", [TextBlock("Mexico")], name="get_user_country")
     ]
 
 

@@ -77,8 +77,12 @@ def test_fixture_tool_result_followup_merges_consecutive_tool_messages() -> None
         ),
     ]
     assert ir.messages[2].content == [
-        ToolResultBlock("call_JpNb8OiAkbIbHzDggfpdDHpi", [TextBlock("50 degrees and raining")]),
-        ToolResultBlock("call_vaFQc3zK6hHTRZKXRI5Eo2cJ", [TextBlock("70 degrees and sunny")]),
+        ToolResultBlock(
+            "call_JpNb8OiAkbIbHzDggfpdDHpi", [TextBlock("50 degrees and raining")], name="get_current_weather"
+        ),
+        ToolResultBlock(
+            "call_vaFQc3zK6hHTRZKXRI5Eo2cJ", [TextBlock("70 degrees and sunny")], name="get_current_weather"
+        ),
     ]
 
 

@@ -8,6 +8,7 @@ image, document, tool_use, tool_result, thinking, redacted_thinking), ``tools``
 
 Decisions worth knowing:
 
+- A ``tool_result``'s ``name`` is filled from the ``tool_use`` it answers (Gemini needs it).
 - ``thinking: {type: enabled, budget_tokens}`` -> ``ReasoningAsk(budget_tokens=...)``;
   ``disabled`` -> no ask; any other thinking shape is kept in ``extra`` (same-protocol only).
 - A ``document`` with a plain-text source is stored base64-encoded (``DocumentBlock.data`` is
@@ -82,13 +83,20 @@ def read_request(body: dict[str, Any]) -> IrRequest:
         raise BadRequest("messages: required, must be a list of message objects")
     ir = IrRequest(model=body.get("model"))
     out = ir.messages
+    names: dict[str, str] = {}
     for i, m in enumerate(msgs):
         if not isinstance(m, dict):
             raise BadRequest(f"messages[{i}]: must be an object")
         role = m.get("role")
         if role != "user" and role != "assistant":
             raise BadRequest(f"messages.{i}.role: {role!r} is not one of user, assistant")
-        out.append(IrMessage(role, read_content(m.get("content"), f"messages.{i}.content")))
+        blocks = read_content(m.get("content"), f"messages.{i}.content")
+        out.append(IrMessage(role, blocks))
+        for b in blocks:  # tool_result.name from its tool_use (Gemini's functionResponse needs it)
+            if isinstance(b, ToolUseBlock):
+                names[b.id] = b.name
+            elif isinstance(b, ToolResultBlock):
+                b.name = names.get(b.tool_use_id)
     system = body.get("system")
     if system:
         ir.system = read_content(system, "system")

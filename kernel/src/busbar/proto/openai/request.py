@@ -6,7 +6,8 @@ The writer (IR -> body) is ``busbar.proto.openai.request_writer``. Shapes are th
 Decisions worth knowing:
 
 - ``system`` and ``developer`` messages both land in ``IrRequest.system`` (in order).
-- Consecutive ``role: tool`` messages merge into ONE user message of ``ToolResultBlock``s.
+- Consecutive ``role: tool`` messages merge into ONE user message of ``ToolResultBlock``s; each
+  result's ``name`` is filled from the assistant tool call it answers (Gemini needs it).
 - ``tool_calls[].function.arguments`` (a JSON string) is parsed: ``""``/missing -> ``{}``,
   valid JSON -> the parsed value, anything else -> ``RawArguments(original string)`` (a ``str``
   subclass), which the OpenAI writer re-emits byte for byte and object-only writers reject
@@ -124,6 +125,7 @@ def _read_messages(msgs: list[Any], ir: IrRequest) -> None:
     out = ir.messages
     system = ir.system
     tool_msg: IrMessage | None = None
+    names: dict[str, str] = {}  # tool call id -> function name (ToolResultBlock.name, for Gemini)
     for i, m in enumerate(msgs):
         if not isinstance(m, dict):
             raise BadRequest(f"messages[{i}]: must be an object")
@@ -132,7 +134,9 @@ def _read_messages(msgs: list[Any], ir: IrRequest) -> None:
             call_id = m.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise BadRequest(f"messages[{i}].tool_call_id: required for role 'tool'")
-            block = ToolResultBlock(call_id, _content(m.get("content"), i, allow_none=True))
+            block = ToolResultBlock(
+                call_id, _content(m.get("content"), i, allow_none=True), name=names.get(call_id)
+            )
             if tool_msg is None:
                 tool_msg = IrMessage("user", [])
                 out.append(tool_msg)
@@ -142,7 +146,11 @@ def _read_messages(msgs: list[Any], ir: IrRequest) -> None:
         if role == "user":
             out.append(IrMessage("user", _content(m.get("content"), i)))
         elif role == "assistant":
-            out.append(IrMessage("assistant", _assistant(m, i)))
+            blocks = _assistant(m, i)
+            out.append(IrMessage("assistant", blocks))
+            for b in blocks:
+                if isinstance(b, ToolUseBlock):
+                    names[b.id] = b.name
         elif role == "system" or role == "developer":
             system.extend(_content(m.get("content"), i))
         else:
