@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from busbar_sdk.artifact import build_wheels, generate_signing_key
-
 from busbar.config.schema_plugins import PluginsConfig
 from busbar.loader import PluginSet, load_plugins, unload
 from busbar.loader.unpack import Staging
+from busbar_sdk.artifact import build_wheels, generate_signing_key
+
 from tests.plugins.helpers import EXAMPLE, PROJECTS, run_pack, write_project
 
 

@@ -9,9 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from busbar_plugin_pack.cli import main as pack_main
-
 from busbar.config.schema_plugins import PluginsConfig
+from busbar_plugin_pack.cli import main as pack_main
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "hooks" / "hello-order"

@@ -11,11 +11,20 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from busbar.loader import PluginBootError, PluginOpenError
 from busbar.loader.inventory import list_plugins_lines
-from tests.plugins.helpers import (decide, forge, make_cfg, manifest_of, signature_of, status_of, tar_members,
-                                   wheel_of, write_tar)
+
+from tests.plugins.helpers import (
+    decide,
+    forge,
+    make_cfg,
+    manifest_of,
+    signature_of,
+    status_of,
+    tar_members,
+    wheel_of,
+    write_tar,
+)
 
 F = "plugins/p.tar.gz"
 
@@ -56,8 +65,8 @@ def test_disabled_plugins_are_inert(plugdir, load, tmp_path, keys) -> None:
 def test_missing_plugins_dir_is_a_boot_error(tmp_path, keys, load) -> None:
     cfg = make_cfg(keys, dir="nowhere")
     assert boot_faults(load, cfg) == [
-        f"plugins.dir: {tmp_path / 'nowhere'} does not exist (plugins.enabled is true); create it or point "
-        f"plugins.dir at the directory holding the plugin tarballs"]
+        (f"plugins.dir: {tmp_path / 'nowhere'} does not exist (plugins.enabled is true); create it or point "
+        f"plugins.dir at the directory holding the plugin tarballs")]
 
 
 def test_validate_imports_nothing(pack, plugdir, keys, load, staging) -> None:
@@ -106,8 +115,8 @@ def test_unsupported_abi_version(pack, plugdir, keys, load, tmp_path) -> None:
      "manifest.json: field 'version': 'v1.0' is not a strict semver version (MAJOR.MINOR.PATCH[-pre][+build])"),
     (lambda m: m | {"kind": "export"}, "manifest.json: field 'kind': 'export' is not one of hook, store, secret, auth"),
     (lambda m: m | {"alias": "Hello_Order"},
-     "manifest.json: field 'alias': 'Hello_Order' is not allowed; use 1-64 lowercase letters, digits and inner "
-     "dashes ([a-z0-9-]+, no leading or trailing dash)"),
+     ("manifest.json: field 'alias': 'Hello_Order' is not allowed; use 1-64 lowercase letters, digits and inner "
+     "dashes ([a-z0-9-]+, no leading or trailing dash)")),
 ], ids=["incomplete", "unknown-field", "bad-semver", "bad-kind", "bad-alias"])
 def test_malformed_or_incomplete_manifest(edit, reason, pack, plugdir, keys, load, tmp_path) -> None:
     good = pack(tmp_path / "good.tar.gz")
@@ -282,13 +291,13 @@ def test_name_colliding_with_an_alias_and_the_same_name_twice(pack, plugdir, key
     pack(plugdir / "a.tar.gz")
     pack(plugdir / "b.tar.gz", wheel="plain", name="hello", alias="plain")
     assert boot_faults(load, make_cfg(keys)) == [
-        "plugins/a.tar.gz and plugins/b.tar.gz: plugin conflict: 'hello' is the name of 'hello' and the alias of "
-        "'hello-order'; repack one with another --name/--alias"]
+        ("plugins/a.tar.gz and plugins/b.tar.gz: plugin conflict: 'hello' is the name of 'hello' and the alias of "
+        "'hello-order'; repack one with another --name/--alias")]
     (plugdir / "b.tar.gz").unlink()
     pack(plugdir / "c.tar.gz", version="1.1.0", alias="hello2")
     assert boot_faults(load, make_cfg(keys)) == [
-        "plugins/a.tar.gz and plugins/c.tar.gz: plugin conflict: both are plugin 'hello-order' (versions 1.0.0 "
-        "and 1.1.0); keep one file"]
+        ("plugins/a.tar.gz and plugins/c.tar.gz: plugin conflict: both are plugin 'hello-order' (versions 1.0.0 "
+        "and 1.1.0); keep one file")]
 
 
 def test_a_conflict_with_an_untrusted_plugin_is_not_a_conflict(pack, plugdir, keys, load) -> None:

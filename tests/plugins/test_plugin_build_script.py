@@ -16,10 +16,9 @@ import types
 from pathlib import Path
 
 import pytest
-
+from busbar.loader import release_key
 from busbar_sdk.artifact import generate_signing_key, public_key_from_seed
 
-from busbar.loader import release_key
 from tests.plugins.helpers import EXAMPLE, REPO, decide, make_cfg
 
 SCRIPT = REPO / "tools" / "build-plugins"

@@ -12,11 +12,10 @@ from typing import Any
 
 import pluggy
 import pytest
-
+from busbar.loader import PluginCallError, PluginOpenError
 from busbar_sdk import TRANSPORT_VERSION, BindingError, HookPlugin, export_plugin, hookspec
 from busbar_sdk.artifact import bind_plugin
 
-from busbar.loader import PluginCallError, PluginOpenError
 from tests.plugins.helpers import decide, make_cfg
 
 hookimpl = pluggy.HookimplMarker("busbar")

@@ -15,11 +15,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from busbar_sdk.artifact import HostileArchiveError, Limits, extract_wheel
-
 from busbar.loader import PluginBootError, PluginReloader
 from busbar.loader.inventory import list_plugins_lines
+from busbar_sdk.artifact import HostileArchiveError, Limits, extract_wheel
+
 from tests.plugins.helpers import forge, make_cfg, manifest_of, status_of, tar_members, wheel_of, write_tar
 
 F = "plugins/p.tar.gz"
@@ -92,8 +91,8 @@ def test_decompression_bomb_stops_at_the_limit(plugdir, keys, load, staging, tmp
     limits = Limits(manifest_bytes=1024, wheel_bytes=64 * 1024)
     with pytest.raises(PluginBootError) as err:
         load(make_cfg(keys), limits=limits)
-    assert err.value.faults == [f"{F}: the archive decompresses to more than {limits.tar_unpacked_bytes} bytes "
-                                f"(oversized, or a decompression bomb)"]
+    assert err.value.faults == [(f"{F}: the archive decompresses to more than {limits.tar_unpacked_bytes} bytes "
+                                f"(oversized, or a decompression bomb)")]
     assert list(staging.root.iterdir()) == []
 
 
@@ -116,8 +115,8 @@ WHEEL_CASES = [
     ("f-fifo", [(_zinfo("fifo", stat.S_IFIFO | 0o644), b"")], "wheel member 'fifo' is not a regular file or directory"),
     ("duplicate", [("hello_order/__init__.py", b"x = 1")], "duplicate wheel member 'hello_order/__init__.py'"),
     ("data-dir", [("busbar_hello_order-0.1.0.data/scripts/run", b"#!/bin/sh")],
-     "wheel member 'busbar_hello_order-0.1.0.data/scripts/run' is in a .data directory, which installs outside the "
-     "package tree; plugin wheels carry only importable code"),
+     ("wheel member 'busbar_hello_order-0.1.0.data/scripts/run' is in a .data directory, which installs outside the "
+     "package tree; plugin wheels carry only importable code")),
     ("h-bomb", [("bomb.bin", bytes(8 << 20))], "wheel member 'bomb.bin' expands {ratio}x (limit 200x): a decompression bomb"),
 ]
 

@@ -10,12 +10,19 @@ import json
 import re
 
 import pytest
+from busbar.config.schema_plugins import PluginsConfig
+from busbar_sdk.artifact import (
+    ArtifactError,
+    SigningError,
+    canonical_manifest_bytes,
+    parse_manifest_bytes,
+    parse_semver,
+    public_key_from_seed,
+    sign_manifest,
+    verify_manifest_signature,
+)
 from pydantic import ValidationError
 
-from busbar_sdk.artifact import (ArtifactError, SigningError, canonical_manifest_bytes, parse_manifest_bytes,
-                                 parse_semver, public_key_from_seed, sign_manifest, verify_manifest_signature)
-
-from busbar.config.schema_plugins import PluginsConfig
 from tests.plugins.helpers import REPO
 
 DOC = (REPO / "docs" / "plugin-format.md").read_text("utf-8")
@@ -54,8 +61,8 @@ GOOD = {"name": "acme-x", "alias": "x", "kind": "hook", "version": "1.0.0", "pub
 
 
 @pytest.mark.parametrize(("raw", "reason"), [
-    (b'{"name": "a", "name": "b"}', "manifest.json: duplicate key 'name' (a verifier in another language could read "
-                                    "the other value); repack the plugin"),
+    (b'{"name": "a", "name": "b"}', ("manifest.json: duplicate key 'name' (a verifier in another language could read "
+                                    "the other value); repack the plugin")),
     (b"\xef\xbb\xbf{}", "manifest.json starts with a UTF-8 byte-order mark; write it without one"),
     (b"[1]", "manifest.json must hold one JSON object"),
     (b'{"abi_version": NaN}', "manifest.json: NaN is not JSON; repack the plugin"),
@@ -71,8 +78,8 @@ GOOD = {"name": "acme-x", "alias": "x", "kind": "hook", "version": "1.0.0", "pub
     (json.dumps(GOOD | {"sha256": "A" * 64}).encode(),
      "manifest.json: field 'sha256': must be the lowercase 64-hex SHA-256 of the wheel"),
     (json.dumps(GOOD | {"publisher": "-acme"}).encode(),
-     "manifest.json: field 'publisher': '-acme' is not allowed; use 1-64 lowercase letters, digits and inner dashes "
-     "([a-z0-9-]+, no leading or trailing dash)"),
+     ("manifest.json: field 'publisher': '-acme' is not allowed; use 1-64 lowercase letters, digits and inner dashes "
+     "([a-z0-9-]+, no leading or trailing dash)")),
 ], ids=["duplicate-key", "bom", "not-object", "nan", "float", "bool-int", "null-schema", "schema-dialect",
         "needs-user-rw", "sha-upper", "publisher-dash"])
 def test_strict_manifest_parsing(raw: bytes, reason: str) -> None:
@@ -135,8 +142,8 @@ def test_plugins_config_defaults() -> None:
      "must be a 64-hex ed25519 public key (32 bytes), got 3 characters"),
     ({"trust": {"publishers": [{"name": "Acme Inc", "public_key": "ab" * 32}]}}, "is not a valid publisher name"),
     ({"trust": {"publishers": [{"name": "acme", "public_key": "ab" * 32}] * 2}}, "publisher 'acme' is listed twice"),
-    ({"min_versions": {"acme-x": "v1.6.0"}}, "acme-x: 'v1.6.0' is not a strict semver MAJOR.MINOR.PATCH version; "
-                                             "write '1.6.0'"),
+    ({"min_versions": {"acme-x": "v1.6.0"}}, ("acme-x: 'v1.6.0' is not a strict semver MAJOR.MINOR.PATCH version; "
+                                             "write '1.6.0'")),
     ({"trust": {"allow_unsigned": True, "allow_unsignd": True}}, "Extra inputs are not permitted"),
     ({"enable": True}, "Extra inputs are not permitted"),
 ], ids=["reserved-busbar", "short-key", "bad-name", "duplicate", "v-prefixed-floor", "typo-trust", "typo-top"])

@@ -13,7 +13,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from busbar_sdk.artifact import public_key_from_seed
 
 from tests.plugins.helpers import manifest_of, run_pack, wheel_of

@@ -10,21 +10,29 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Any
-
-import pytest
+from typing import Any, ClassVar
 
 import busbar_sdk
-from busbar_sdk import HookPlugin, Order, PayloadError, Reject, Restrict, Rewrite, StorePlugin, export_plugin
-from busbar_sdk.artifact import bind_plugin
-from busbar_sdk.models import (Abstain, BodyMessage, ConfigureAck, DecideMessage, Metric, StatusReply, message_op,
-                               parse_hook_message, parse_hook_reply)
-from busbar_sdk.sidecar import start
-from busbar_sdk.testing import assert_hook_conformance
-
+import pytest
 from busbar.loader import PluginCallError, SecretResolutionError
 from busbar.loader.registry import effective_grant
 from busbar.loader.secrets import SecretModuleResolver
+from busbar_sdk import HookPlugin, Order, PayloadError, Reject, Restrict, Rewrite, StorePlugin, export_plugin
+from busbar_sdk.artifact import bind_plugin
+from busbar_sdk.models import (
+    Abstain,
+    BodyMessage,
+    ConfigureAck,
+    DecideMessage,
+    Metric,
+    StatusReply,
+    message_op,
+    parse_hook_message,
+    parse_hook_reply,
+)
+from busbar_sdk.sidecar import start
+from busbar_sdk.testing import assert_hook_conformance
+
 from tests.plugins.helpers import decide, make_cfg
 
 
@@ -90,7 +98,7 @@ def test_reply_precedence_and_fail_closed_reject() -> None:
 
 
 class Gate(HookPlugin):
-    settings_schema = {"type": "object", "properties": {"tag": {"type": "string"}}}
+    settings_schema: ClassVar[dict[str, Any] | None] = {"type": "object", "properties": {"tag": {"type": "string"}}}
 
     def decide(self, message: DecideMessage) -> Any:
         if message.request.total_chars > 1000:

@@ -10,20 +10,62 @@ Importing the sdk does no I/O. Source: seeds 003 "kind: hook plugin ABI"; STYLE.
 """
 from __future__ import annotations
 
-from busbar_sdk._base import AuthPlugin, HookPlugin, Plugin, PluginExport, SecretPlugin, StorePlugin, export_plugin
+from busbar_sdk._base import (
+                                AuthPlugin,
+                                HookPlugin,
+                                Plugin,
+                                PluginExport,
+                                SecretPlugin,
+                                StorePlugin,
+                                export_plugin,
+)
 from busbar_sdk._binding import PluginBinding
-from busbar_sdk._errors import (ArtifactError, BindingError, BuildError, HostileArchiveError, PayloadError,
-                                SdkError, SigningError)
+from busbar_sdk._errors import (
+                                ArtifactError,
+                                BindingError,
+                                BuildError,
+                                HostileArchiveError,
+                                PayloadError,
+                                SdkError,
+                                SigningError,
+)
 from busbar_sdk._models_hook import Abstain, Order, Reject, Restrict, Rewrite
-from busbar_sdk._versions import (AUTH_ABI_VERSION, HOOK_ABI_VERSION, SECRET_ABI_VERSION, STORE_ABI_VERSION,
-                                  TRANSPORT_VERSION)
+from busbar_sdk._versions import (
+                                AUTH_ABI_VERSION,
+                                HOOK_ABI_VERSION,
+                                SECRET_ABI_VERSION,
+                                STORE_ABI_VERSION,
+                                TRANSPORT_VERSION,
+)
 from busbar_sdk.hookspec import hookimpl
 
 __version__ = "1.5.0"
 
 __all__ = [
-    "AUTH_ABI_VERSION", "Abstain", "ArtifactError", "AuthPlugin", "BindingError", "BuildError",
-    "HOOK_ABI_VERSION", "HookPlugin", "HostileArchiveError", "Order", "PayloadError", "Plugin", "PluginBinding",
-    "PluginExport", "Reject", "Restrict", "Rewrite", "SECRET_ABI_VERSION", "STORE_ABI_VERSION", "SdkError",
-    "SecretPlugin", "SigningError", "StorePlugin", "TRANSPORT_VERSION", "export_plugin", "hookimpl",
+                                "AUTH_ABI_VERSION",
+                                "HOOK_ABI_VERSION",
+                                "SECRET_ABI_VERSION",
+                                "STORE_ABI_VERSION",
+                                "TRANSPORT_VERSION",
+                                "Abstain",
+                                "ArtifactError",
+                                "AuthPlugin",
+                                "BindingError",
+                                "BuildError",
+                                "HookPlugin",
+                                "HostileArchiveError",
+                                "Order",
+                                "PayloadError",
+                                "Plugin",
+                                "PluginBinding",
+                                "PluginExport",
+                                "Reject",
+                                "Restrict",
+                                "Rewrite",
+                                "SdkError",
+                                "SecretPlugin",
+                                "SigningError",
+                                "StorePlugin",
+                                "export_plugin",
+                                "hookimpl",
 ]

@@ -30,7 +30,7 @@ from busbar_sdk._manifest import Manifest, parse_manifest_bytes
 from busbar_sdk._versions import SUPPORTED_ABI_VERSIONS
 from busbar_sdk._wheel import WheelInfo, inspect_wheel
 
-__all__ = ["Artifact", "read_artifact", "write_artifact", "MANIFEST_MEMBER"]
+__all__ = ["MANIFEST_MEMBER", "Artifact", "read_artifact", "write_artifact"]
 
 MANIFEST_MEMBER = "manifest.json"
 

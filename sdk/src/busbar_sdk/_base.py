@@ -20,7 +20,6 @@ Source: seeds 003 "kind: hook plugin ABI"; ORIGINAL.md §5.3 (SDK ``HookHandler`
 """
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -29,14 +28,30 @@ from pydantic import BaseModel, ValidationError
 
 from busbar_sdk._errors import PayloadError
 from busbar_sdk._models_hook import DecideMessage, NotifyMessage, TransformMessage
-from busbar_sdk._models_kinds import (AuthenticateMessage, AuthPass, AuthReject, Identity, ResolveMessage,
-                                      SecretFailure, SecretValue, StoreFailure, StoreMessage, StoreResult)
-from busbar_sdk._models_mgmt import (ConfigureAck, ConfigureMessage, DescribeMessage, DescribeReply,
-                                     StatusMessage, StatusReply)
+from busbar_sdk._models_kinds import (
+    AuthenticateMessage,
+    AuthPass,
+    AuthReject,
+    Identity,
+    ResolveMessage,
+    SecretFailure,
+    SecretValue,
+    StoreFailure,
+    StoreMessage,
+    StoreResult,
+)
+from busbar_sdk._models_mgmt import (
+    ConfigureAck,
+    ConfigureMessage,
+    DescribeMessage,
+    DescribeReply,
+    StatusMessage,
+    StatusReply,
+)
 from busbar_sdk._versions import TRANSPORT_VERSION
 from busbar_sdk.hookspec import hookimpl
 
-__all__ = ["Plugin", "HookPlugin", "StorePlugin", "SecretPlugin", "AuthPlugin", "PluginExport", "export_plugin"]
+__all__ = ["AuthPlugin", "HookPlugin", "Plugin", "PluginExport", "SecretPlugin", "StorePlugin", "export_plugin"]
 
 
 def _wire(reply: object) -> dict[str, Any]:
@@ -207,10 +222,16 @@ class StorePlugin(Plugin):
         return StoreResult(result=method(**msg.args)).to_wire()
 
 
-@functools.cache
+_STORE_OPERATIONS: dict[type[StorePlugin], frozenset[str]] = {}
+
+
 def _store_operations(cls: type[StorePlugin]) -> frozenset[str]:
-    return frozenset(n for n, _ in inspect.getmembers(cls, inspect.isfunction)
-                     if not n.startswith("_") and n not in cls._RESERVED)
+    ops = _STORE_OPERATIONS.get(cls)
+    if ops is None:
+        ops = frozenset(n for n, _ in inspect.getmembers(cls, inspect.isfunction)
+                        if not n.startswith("_") and n not in cls._RESERVED)
+        _STORE_OPERATIONS[cls] = ops
+    return ops
 
 
 class PluginExport:

@@ -43,7 +43,7 @@ class PluginBinding:
         plugin_manager: the plugin's own ``pluggy.PluginManager`` (for introspection only).
     """
 
-    __slots__ = ("name", "kind", "open", "call", "free", "close", "plugin_manager")
+    __slots__ = ("call", "close", "free", "kind", "name", "open", "plugin_manager")
 
     def __init__(self, name: str, kind: str, pm: pluggy.PluginManager, funcs: dict[str, Callable[..., Any]]):
         self.name = name

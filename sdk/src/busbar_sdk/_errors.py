@@ -15,8 +15,15 @@ Source: STYLE.md §4 (one base per distribution, the tree drawn here).
 """
 from __future__ import annotations
 
-__all__ = ["SdkError", "ArtifactError", "HostileArchiveError", "SigningError", "BindingError",
-           "PayloadError", "BuildError"]
+__all__ = [
+    "ArtifactError",
+    "BindingError",
+    "BuildError",
+    "HostileArchiveError",
+    "PayloadError",
+    "SdkError",
+    "SigningError",
+]
 
 
 class SdkError(Exception):

@@ -22,7 +22,7 @@ from types import ModuleType
 
 from busbar_sdk._errors import BindingError
 
-__all__ = ["PluginImporter", "environment_provides"]
+__all__ = ["OwnedModules", "PluginImporter", "environment_provides"]
 
 
 def environment_provides(name: str) -> str | None:
@@ -40,7 +40,7 @@ def environment_provides(name: str) -> str | None:
         if isinstance(finder, PluginImporter):
             continue
         try:
-            spec = finder.find_spec(name, None)  # type: ignore[union-attr]
+            spec = finder.find_spec(name, None)
         except (ImportError, AttributeError, ValueError, TypeError):
             continue
         if spec is not None:
@@ -49,7 +49,9 @@ def environment_provides(name: str) -> str | None:
 
 
 @dataclass
-class _Owned:
+class OwnedModules:
+    """The top-level names, directory and module objects one plugin owns (undo state of a detach)."""
+
     root: Path
     names: tuple[str, ...]
     modules: dict[str, ModuleType] = field(default_factory=dict)
@@ -61,7 +63,7 @@ class PluginImporter(importlib.abc.MetaPathFinder):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._roots: dict[str, tuple[str, Path]] = {}
-        self._owned: dict[str, _Owned] = {}
+        self._owned: dict[str, OwnedModules] = {}
 
     # -- importlib protocol ---------------------------------------------------------------
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
@@ -102,7 +104,7 @@ class PluginImporter(importlib.abc.MetaPathFinder):
                     raise BindingError(f"top-level module {n!r} would shadow {where} of the kernel's "
                                        f"environment; rename the plugin's package")
             self.install()
-            self._owned[owner] = _Owned(root, names)
+            self._owned[owner] = OwnedModules(root, names)
             for n in names:
                 self._roots[n] = (owner, root)
             try:
@@ -127,7 +129,7 @@ class PluginImporter(importlib.abc.MetaPathFinder):
                 except AttributeError:
                     pass
 
-    def detach(self, owner: str) -> _Owned | None:
+    def detach(self, owner: str) -> OwnedModules | None:
         """Remove ``owner``'s names and modules from the import system; returns them for undo."""
         with self._lock:
             owned = self._owned.pop(owner, None)
@@ -142,12 +144,12 @@ class PluginImporter(importlib.abc.MetaPathFinder):
             sys.path_importer_cache.pop(str(owned.root), None)
             return owned
 
-    def _record_into(self, owned: _Owned) -> None:
+    def _record_into(self, owned: OwnedModules) -> None:
         for mod_name, mod in list(sys.modules.items()):
             if mod_name.split(".", 1)[0] in owned.names and mod is not None:
                 owned.modules.setdefault(mod_name, mod)
 
-    def reattach(self, owner: str, owned: _Owned) -> None:
+    def reattach(self, owner: str, owned: OwnedModules) -> None:
         """Undo :meth:`detach` (a failed reload puts the running plugin's modules back)."""
         with self._lock:
             self._owned[owner] = owned

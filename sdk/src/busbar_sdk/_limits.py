@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Limits", "DEFAULT_LIMITS", "MiB"]
+__all__ = ["DEFAULT_LIMITS", "Limits", "MiB"]
 
 MiB = 1 << 20
 

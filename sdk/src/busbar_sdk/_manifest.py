@@ -22,9 +22,17 @@ from busbar_sdk._errors import ArtifactError
 from busbar_sdk._semver import parse_semver
 from busbar_sdk._versions import KINDS, SUPPORTED_ABI_VERSIONS, Kind
 
-__all__ = ["Manifest", "Needs", "NAME_PATTERN", "is_valid_name", "canonical_manifest_bytes",
-           "parse_manifest_bytes", "manifest_json_bytes", "MANIFEST_MAX_BYTES",
-           "describe_validation_error"]
+__all__ = [
+    "MANIFEST_MAX_BYTES",
+    "NAME_PATTERN",
+    "Manifest",
+    "Needs",
+    "canonical_manifest_bytes",
+    "describe_validation_error",
+    "is_valid_name",
+    "manifest_json_bytes",
+    "parse_manifest_bytes",
+]
 
 #: Names, aliases and publishers: lowercase ASCII letters, digits, inner dashes; 1..64 chars.
 NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$"
@@ -134,7 +142,7 @@ class Manifest(BaseModel):
         except ValueError as exc:
             raise ValueError(f"is not valid JSON: {exc}") from None
         if not isinstance(doc, dict):
-            raise ValueError("must be a JSON Schema object")
+            raise ValueError("must be a JSON Schema object")  # noqa: TRY004 - pydantic validators raise ValueError
         if "$schema" in doc and doc["$schema"] != _SCHEMA_DIALECT:
             raise ValueError(f"$schema must be {_SCHEMA_DIALECT!r}")
         return v

@@ -11,13 +11,30 @@ ORIGINAL.md §2.11 (projection shape, reply normalizers).
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["ProjectedMessage", "UserIdentity", "RequestProjection", "Candidate", "BudgetEntry", "Context",
-           "Stage", "DecideMessage", "TransformMessage", "NotifyMessage", "Abstain", "Reject", "Restrict",
-           "Order", "BodyMessage", "Rewrite", "HookReply", "DEFAULT_REJECT_MESSAGE"]
+__all__ = [
+    "DEFAULT_REJECT_MESSAGE",
+    "Abstain",
+    "BodyMessage",
+    "BudgetEntry",
+    "Candidate",
+    "Context",
+    "DecideMessage",
+    "HookReply",
+    "NotifyMessage",
+    "Order",
+    "ProjectedMessage",
+    "Reject",
+    "RequestProjection",
+    "Restrict",
+    "Rewrite",
+    "Stage",
+    "TransformMessage",
+    "UserIdentity",
+]
 
 DEFAULT_REJECT_MESSAGE = "Request rejected by the routing policy."
 
@@ -224,4 +241,4 @@ class Rewrite(_Reply):
         return {"rewrite": body}
 
 
-HookReply = Union[Abstain, Reject, Restrict, Order, Rewrite]
+HookReply = Abstain | Reject | Restrict | Order | Rewrite

@@ -20,8 +20,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ResolveMessage", "SecretValue", "SecretFailure", "NameMessage", "AuthenticateMessage",
-           "Identity", "AuthReject", "AuthPass", "StoreMessage", "StoreResult", "StoreFailure"]
+__all__ = [
+    "AuthPass",
+    "AuthReject",
+    "AuthenticateMessage",
+    "Identity",
+    "NameMessage",
+    "ResolveMessage",
+    "SecretFailure",
+    "SecretValue",
+    "StoreFailure",
+    "StoreMessage",
+    "StoreResult",
+]
 
 
 class _Wire(BaseModel):

@@ -11,8 +11,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ConfigureBody", "ConfigureMessage", "DescribeMessage", "StatusMessage", "ConfigureAck",
-           "DescribeReply", "Metric", "StatusReply", "METRIC_NAME_PATTERN"]
+__all__ = [
+    "METRIC_NAME_PATTERN",
+    "ConfigureAck",
+    "ConfigureBody",
+    "ConfigureMessage",
+    "DescribeMessage",
+    "DescribeReply",
+    "Metric",
+    "StatusMessage",
+    "StatusReply",
+]
 
 METRIC_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 

@@ -10,9 +10,19 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-__all__ = ["TRANSPORT_VERSION", "HOOK_ABI_VERSION", "STORE_ABI_VERSION", "SECRET_ABI_VERSION",
-           "AUTH_ABI_VERSION", "KINDS", "Kind", "SUPPORTED_ABI_VERSIONS", "RESERVED_PUBLISHER",
-           "ENTRY_POINT_GROUP", "PROJECT_NAME"]
+__all__ = [
+           "AUTH_ABI_VERSION",
+           "ENTRY_POINT_GROUP",
+           "HOOK_ABI_VERSION",
+           "KINDS",
+           "PROJECT_NAME",
+           "RESERVED_PUBLISHER",
+           "SECRET_ABI_VERSION",
+           "STORE_ABI_VERSION",
+           "SUPPORTED_ABI_VERSIONS",
+           "TRANSPORT_VERSION",
+           "Kind",
+]
 
 TRANSPORT_VERSION: Final = 1
 HOOK_ABI_VERSION: Final = 1

@@ -27,10 +27,10 @@ from email.parser import BytesHeaderParser
 from pathlib import Path, PurePosixPath
 
 from busbar_sdk._errors import ArtifactError, HostileArchiveError
-from busbar_sdk._limits import DEFAULT_LIMITS, MiB, Limits
+from busbar_sdk._limits import DEFAULT_LIMITS, Limits, MiB
 from busbar_sdk._versions import ENTRY_POINT_GROUP
 
-__all__ = ["WheelInfo", "inspect_wheel", "extract_wheel"]
+__all__ = ["WheelInfo", "extract_wheel", "inspect_wheel"]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EP_VALUE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::\s*([A-Za-z_][\w.]*))?\s*(?:\[[^\]]*\])?\s*$")

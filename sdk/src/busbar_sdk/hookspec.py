@@ -51,8 +51,18 @@ import pluggy
 
 from busbar_sdk._versions import PROJECT_NAME
 
-__all__ = ["hookspec", "hookimpl", "busbar_abi", "busbar_plugin_kind", "busbar_open", "busbar_call",
-           "busbar_free", "busbar_close", "HOOK_NAMES", "REQUIRED_HOOKS"]
+__all__ = [
+    "HOOK_NAMES",
+    "REQUIRED_HOOKS",
+    "busbar_abi",
+    "busbar_call",
+    "busbar_close",
+    "busbar_free",
+    "busbar_open",
+    "busbar_plugin_kind",
+    "hookimpl",
+    "hookspec",
+]
 
 #: Marker for the specifications below (project name ``busbar``).
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)

@@ -15,33 +15,104 @@ Source: seeds 003 "The wire, precisely" (message discrimination, evolvability).
 """
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 from pydantic import ValidationError
 
 from busbar_sdk._errors import PayloadError
-from busbar_sdk._models_hook import (DEFAULT_REJECT_MESSAGE, Abstain, BodyMessage, BudgetEntry, Candidate,
-                                     Context, DecideMessage, HookReply, NotifyMessage, Order, ProjectedMessage,
-                                     Reject, RequestProjection, Restrict, Rewrite, Stage, TransformMessage,
-                                     UserIdentity)
-from busbar_sdk._models_kinds import (AuthenticateMessage, AuthPass, AuthReject, Identity, NameMessage,
-                                      ResolveMessage, SecretFailure, SecretValue, StoreFailure, StoreMessage,
-                                      StoreResult)
-from busbar_sdk._models_mgmt import (METRIC_NAME_PATTERN, ConfigureAck, ConfigureBody, ConfigureMessage,
-                                     DescribeMessage, DescribeReply, Metric, StatusMessage, StatusReply)
+from busbar_sdk._models_hook import (
+    DEFAULT_REJECT_MESSAGE,
+    Abstain,
+    BodyMessage,
+    BudgetEntry,
+    Candidate,
+    Context,
+    DecideMessage,
+    HookReply,
+    NotifyMessage,
+    Order,
+    ProjectedMessage,
+    Reject,
+    RequestProjection,
+    Restrict,
+    Rewrite,
+    Stage,
+    TransformMessage,
+    UserIdentity,
+)
+from busbar_sdk._models_kinds import (
+    AuthenticateMessage,
+    AuthPass,
+    AuthReject,
+    Identity,
+    NameMessage,
+    ResolveMessage,
+    SecretFailure,
+    SecretValue,
+    StoreFailure,
+    StoreMessage,
+    StoreResult,
+)
+from busbar_sdk._models_mgmt import (
+    METRIC_NAME_PATTERN,
+    ConfigureAck,
+    ConfigureBody,
+    ConfigureMessage,
+    DescribeMessage,
+    DescribeReply,
+    Metric,
+    StatusMessage,
+    StatusReply,
+)
 
 __all__ = [
-    "ProjectedMessage", "UserIdentity", "RequestProjection", "Candidate", "BudgetEntry", "Context", "Stage",
-    "DecideMessage", "TransformMessage", "NotifyMessage", "ConfigureBody", "ConfigureMessage",
-    "DescribeMessage", "StatusMessage", "HookMessage", "Abstain", "Reject", "Restrict", "Order", "BodyMessage",
-    "Rewrite", "HookReply", "ConfigureAck", "DescribeReply", "Metric", "StatusReply", "ResolveMessage",
-    "SecretValue", "SecretFailure", "NameMessage", "AuthenticateMessage", "Identity", "AuthReject", "AuthPass",
-    "StoreMessage", "StoreResult", "StoreFailure", "DEFAULT_REJECT_MESSAGE", "METRIC_NAME_PATTERN",
-    "MANAGEMENT_KEYS", "message_op", "parse_hook_message", "parse_hook_reply",
+    "DEFAULT_REJECT_MESSAGE",
+    "MANAGEMENT_KEYS",
+    "METRIC_NAME_PATTERN",
+    "Abstain",
+    "AuthPass",
+    "AuthReject",
+    "AuthenticateMessage",
+    "BodyMessage",
+    "BudgetEntry",
+    "Candidate",
+    "ConfigureAck",
+    "ConfigureBody",
+    "ConfigureMessage",
+    "Context",
+    "DecideMessage",
+    "DescribeMessage",
+    "DescribeReply",
+    "HookMessage",
+    "HookReply",
+    "Identity",
+    "Metric",
+    "NameMessage",
+    "NotifyMessage",
+    "Order",
+    "ProjectedMessage",
+    "Reject",
+    "RequestProjection",
+    "ResolveMessage",
+    "Restrict",
+    "Rewrite",
+    "SecretFailure",
+    "SecretValue",
+    "Stage",
+    "StatusMessage",
+    "StatusReply",
+    "StoreFailure",
+    "StoreMessage",
+    "StoreResult",
+    "TransformMessage",
+    "UserIdentity",
+    "message_op",
+    "parse_hook_message",
+    "parse_hook_reply",
 ]
 
-HookMessage = Union[DecideMessage, TransformMessage, NotifyMessage, ConfigureMessage, DescribeMessage,
-                    StatusMessage]
+HookMessage = (DecideMessage | TransformMessage | NotifyMessage | ConfigureMessage | DescribeMessage
+               | StatusMessage)
 
 #: Top-level keys that make a message a management message on the sidecar wire.
 MANAGEMENT_KEYS = ("configure", "describe", "status")

@@ -35,7 +35,7 @@ from typing import Any
 from busbar_sdk._base import Plugin, export_plugin
 from busbar_sdk._binding import bind_plugin
 
-__all__ = ["SidecarServer", "make_dispatch", "serve", "start", "asgi_app", "main"]
+__all__ = ["SidecarServer", "asgi_app", "main", "make_dispatch", "serve", "start"]
 
 Dispatch = Callable[[dict[str, Any]], dict[str, Any]]
 MAX_BODY_BYTES = 8 << 20
@@ -74,7 +74,7 @@ def _respond(dispatch: Dispatch, body: bytes) -> tuple[int, dict[str, Any]]:
         return 400, {"error": "body is not a JSON object"}
     try:
         reply = dispatch(payload)
-    except Exception as exc:  # plugin code: a 500 is the on_error path on the Busbar side
+    except Exception as exc:  # noqa: BLE001 - plugin code: a 500 is the on_error path on the Busbar side
         return 500, {"error": f"{type(exc).__name__}: {exc}"}
     if not isinstance(reply, dict):
         return 500, {"error": "the plugin returned a non-dict reply"}

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import re
 
+from busbar_sdk.artifact import RESERVED_PUBLISHER, is_valid_name, parse_semver
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from busbar_sdk.artifact import RESERVED_PUBLISHER, is_valid_name, parse_semver
-
-__all__ = ["PluginsConfig", "PluginTrust", "Publisher"]
+__all__ = ["PluginTrust", "PluginsConfig", "Publisher"]
 
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 

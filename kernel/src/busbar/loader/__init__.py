@@ -19,11 +19,29 @@ Source: seeds 001 "plugins"; seeds 003 "kind: hook plugin ABI"; STYLE.md §1, §
 """
 from __future__ import annotations
 
-from busbar.loader.errors import PluginBootError, PluginCallError, PluginError, PluginOpenError, SecretResolutionError
+from busbar.loader.errors import (
+           PluginBootError,
+           PluginCallError,
+           PluginError,
+           PluginOpenError,
+           SecretResolutionError,
+)
 from busbar.loader.pipeline import load_plugins, unload
 from busbar.loader.registry import Grant, LoadedPlugin, PluginInstance, PluginSet, Record
 from busbar.loader.reload import PluginReloader
 
-__all__ = ["load_plugins", "unload", "PluginSet", "LoadedPlugin", "PluginInstance", "Grant", "Record",
-           "PluginReloader", "PluginError", "PluginBootError", "PluginCallError", "PluginOpenError",
-           "SecretResolutionError"]
+__all__ = [
+           "Grant",
+           "LoadedPlugin",
+           "PluginBootError",
+           "PluginCallError",
+           "PluginError",
+           "PluginInstance",
+           "PluginOpenError",
+           "PluginReloader",
+           "PluginSet",
+           "Record",
+           "SecretResolutionError",
+           "load_plugins",
+           "unload",
+]

@@ -9,9 +9,23 @@ Source: seeds 003 "kind: hook plugin ABI"; STYLE.md §3.
 from __future__ import annotations
 
 from busbar_sdk import hookspec
-from busbar_sdk._versions import (ENTRY_POINT_GROUP, HOOK_ABI_VERSION, KINDS, PROJECT_NAME, SUPPORTED_ABI_VERSIONS,
-                                  TRANSPORT_VERSION)
+from busbar_sdk._versions import (
+                                  ENTRY_POINT_GROUP,
+                                  HOOK_ABI_VERSION,
+                                  KINDS,
+                                  PROJECT_NAME,
+                                  SUPPORTED_ABI_VERSIONS,
+                                  TRANSPORT_VERSION,
+)
 from busbar_sdk.artifact import PluginBinding
 
-__all__ = ["hookspec", "PluginBinding", "TRANSPORT_VERSION", "HOOK_ABI_VERSION", "SUPPORTED_ABI_VERSIONS", "KINDS",
-           "ENTRY_POINT_GROUP", "PROJECT_NAME"]
+__all__ = [
+                                  "ENTRY_POINT_GROUP",
+                                  "HOOK_ABI_VERSION",
+                                  "KINDS",
+                                  "PROJECT_NAME",
+                                  "SUPPORTED_ABI_VERSIONS",
+                                  "TRANSPORT_VERSION",
+                                  "PluginBinding",
+                                  "hookspec",
+]

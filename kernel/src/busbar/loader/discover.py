@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["plugins_dir", "discover", "display_name"]
+__all__ = ["discover", "display_name", "plugins_dir"]
 
 SUFFIXES = (".tar.gz", ".tgz")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["PluginError", "PluginBootError", "PluginOpenError", "PluginCallError", "SecretResolutionError"]
+__all__ = ["PluginBootError", "PluginCallError", "PluginError", "PluginOpenError", "SecretResolutionError"]
 
 
 class PluginError(Exception):

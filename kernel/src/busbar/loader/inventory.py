@@ -20,7 +20,7 @@ from busbar.loader.pipeline import EMBEDDED, _Embedded, scan
 from busbar.loader.registry import PluginSet, Record
 from busbar.loader.release_key import embedded_release_key
 
-__all__ = ["list_plugins_lines", "inventory_lines", "format_records", "HEADER"]
+__all__ = ["HEADER", "format_records", "inventory_lines", "list_plugins_lines"]
 
 HEADER = ("FILE", "NAME", "ALIAS", "VERSION", "KIND", "PUBLISHER", "SIGNATURE", "STATUS")
 
@@ -53,8 +53,8 @@ def list_plugins_lines(cfg: PluginsConfig, base_dir: Path, *,
     is discovered); a missing ``plugins.dir`` gives a ``#`` line naming it.
     """
     if not cfg.enabled:
-        return format_records([]) + ["# plugins.enabled is false: no plugin is discovered or loaded "
-                                     "(set plugins.enabled: true)"]
+        return format_records([]) + [("# plugins.enabled is false: no plugin is discovered or loaded "
+                                     "(set plugins.enabled: true)")]
     key = embedded_release_key() if isinstance(release_key, _Embedded) else release_key
     try:
         entries, _ = scan(cfg, base_dir=base_dir, release_key=key)

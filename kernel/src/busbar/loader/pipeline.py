@@ -28,8 +28,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from busbar_sdk import BindingError
-from busbar_sdk.artifact import (DEFAULT_LIMITS, Artifact, ArtifactError, Limits, Manifest, PluginImporter,
-                                 bind_plugin, environment_provides, read_artifact, unmet_requirements)
+from busbar_sdk.artifact import (
+    DEFAULT_LIMITS,
+    Artifact,
+    ArtifactError,
+    Limits,
+    Manifest,
+    OwnedModules,
+    PluginImporter,
+    bind_plugin,
+    environment_provides,
+    read_artifact,
+    unmet_requirements,
+)
 
 from busbar import __version__ as KERNEL_VERSION
 from busbar.config.schema_plugins import PluginsConfig
@@ -40,7 +51,7 @@ from busbar.loader.release_key import embedded_release_key
 from busbar.loader.unpack import Staging, default_staging
 from busbar.loader.verify import evaluate_trust
 
-__all__ = ["load_plugins", "scan", "unload", "IMPORTER", "EMBEDDED"]
+__all__ = ["EMBEDDED", "IMPORTER", "load_plugins", "scan", "unload"]
 
 log = logging.getLogger("busbar.plugins")
 
@@ -153,8 +164,8 @@ def scan(cfg: PluginsConfig, *, base_dir: Path, release_key: bytes | None, kerne
     try:
         paths = discover(directory)
     except FileNotFoundError:
-        raise PluginBootError([f"plugins.dir: {directory} does not exist (plugins.enabled is true); create it "
-                               f"or point plugins.dir at the directory holding the plugin tarballs"]) from None
+        raise PluginBootError([(f"plugins.dir: {directory} does not exist (plugins.enabled is true); create it "
+                               f"or point plugins.dir at the directory holding the plugin tarballs")]) from None
     except NotADirectoryError:
         raise PluginBootError([f"plugins.dir: {directory} is not a directory"]) from None
     entries = [_read_one(p, display_name(cfg.dir, p), cfg, release_key, kernel_version, limits) for p in paths]
@@ -226,7 +237,7 @@ def _import_all(entries: list[_Entry], staging: Staging, limits: Limits, previou
     reusable = {p.identity: p for p in (previous.plugins if previous else ()) if p.imported}
     kept_owners = {reusable[e.identity].owner for e in entries if e.ready and e.identity in reusable}
     created: list[LoadedPlugin] = []
-    detached: list[tuple[str, object]] = []
+    detached: list[tuple[str, OwnedModules]] = []
     plugins: list[LoadedPlugin] = []
     faults: list[str] = []
     for e in entries:
@@ -267,7 +278,7 @@ def _import_all(entries: list[_Entry], staging: Staging, limits: Limits, previou
             if p.directory is not None:
                 staging.remove(p.directory)
         for holder, saved in reversed(detached):
-            IMPORTER.reattach(holder, saved)  # type: ignore[arg-type]
+            IMPORTER.reattach(holder, saved)
         raise PluginBootError(faults)
     records = tuple(e.record.with_status("loaded", e.record.reason) if e.ready else e.record for e in entries)
     loaded = PluginSet.build(enabled=True, plugins=tuple(plugins), records=records, imported=True, staging=staging)

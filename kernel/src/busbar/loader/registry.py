@@ -23,7 +23,7 @@ from busbar_sdk.artifact import Manifest, PluginBinding
 from busbar.loader.errors import PluginCallError, PluginError, PluginOpenError
 from busbar.loader.unpack import Staging
 
-__all__ = ["Grant", "Record", "LoadedPlugin", "PluginInstance", "PluginSet", "effective_grant"]
+__all__ = ["Grant", "LoadedPlugin", "PluginInstance", "PluginSet", "Record", "effective_grant"]
 
 log = logging.getLogger("busbar.plugins")
 trace_log = logging.getLogger("busbar.plugins.trace")
@@ -92,7 +92,7 @@ class PluginInstance:
         handle: the plugin's opaque handle.
     """
 
-    __slots__ = ("plugin", "grant", "handle", "call", "_closed")
+    __slots__ = ("_closed", "call", "grant", "handle", "plugin")
 
     def __init__(self, plugin: LoadedPlugin, handle: object, grant: Grant) -> None:
         self.plugin, self.handle, self.grant = plugin, handle, grant
@@ -190,8 +190,18 @@ class LoadedPlugin:
         identity: SHA-256 of the tarball bytes (a reload reuses an identical plugin as is).
     """
 
-    __slots__ = ("file", "manifest", "name", "alias", "kind", "verdict", "binding", "directory", "identity",
-                 "owner")
+    __slots__ = (
+        "alias",
+        "binding",
+        "directory",
+        "file",
+        "identity",
+        "kind",
+        "manifest",
+        "name",
+        "owner",
+        "verdict",
+    )
 
     def __init__(self, file: str, manifest: Manifest, verdict: str, identity: str, *,
                  binding: PluginBinding | None = None, directory: Path | None = None, owner: str = "") -> None:

@@ -17,7 +17,7 @@ import importlib
 import logging
 import re
 
-__all__ = ["embedded_release_key", "GENERATED_MODULE"]
+__all__ = ["GENERATED_MODULE", "embedded_release_key"]
 
 GENERATED_MODULE = "busbar.loader._release_pubkey"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")

@@ -25,8 +25,15 @@ Source: STYLE.md §7 (the sdk ships a pytest plugin); seeds 003 "kind: hook plug
 """
 from __future__ import annotations
 
-from busbar_sdk.testing._harness import (InstanceUnderTest, PluginUnderTest, assert_hook_conformance,
-                                         decide_payload, load_packed, pack, throwaway_key)
+from busbar_sdk.testing._harness import (
+                                         InstanceUnderTest,
+                                         PluginUnderTest,
+                                         assert_hook_conformance,
+                                         decide_payload,
+                                         load_packed,
+                                         pack,
+                                         throwaway_key,
+)
 
 __all__ = ["InstanceUnderTest", "PluginUnderTest", "assert_hook_conformance", "decide_payload", "load_packed",
            "pack", "throwaway_key"]

@@ -5,7 +5,7 @@ import shutil
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from busbar_sdk._archive import read_artifact
 from busbar_sdk._binding import PluginBinding, bind_plugin
@@ -16,8 +16,15 @@ from busbar_sdk._pack import build_wheel, pack_artifact
 from busbar_sdk._signing import generate_signing_key, verify_manifest_signature
 from busbar_sdk._wheel import extract_wheel
 
-__all__ = ["throwaway_key", "pack", "load_packed", "PluginUnderTest", "InstanceUnderTest", "decide_payload",
-           "assert_hook_conformance"]
+__all__ = [
+    "InstanceUnderTest",
+    "PluginUnderTest",
+    "assert_hook_conformance",
+    "decide_payload",
+    "load_packed",
+    "pack",
+    "throwaway_key",
+]
 
 _IMPORTER = PluginImporter()
 
@@ -84,7 +91,7 @@ class PluginUnderTest:
         _IMPORTER.forget(self._owner)
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    def __enter__(self) -> PluginUnderTest:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:

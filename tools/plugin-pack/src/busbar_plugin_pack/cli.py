@@ -15,9 +15,19 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
-from busbar_sdk.artifact import (KINDS, RESERVED_PUBLISHER, ArtifactError, BuildError, SigningError, build_wheel,
-                                 generate_signing_key, pack_artifact, public_key_from_seed, read_artifact,
-                                 verify_manifest_signature)
+from busbar_sdk.artifact import (
+    KINDS,
+    RESERVED_PUBLISHER,
+    ArtifactError,
+    BuildError,
+    SigningError,
+    build_wheel,
+    generate_signing_key,
+    pack_artifact,
+    public_key_from_seed,
+    read_artifact,
+    verify_manifest_signature,
+)
 
 __all__ = ["main"]
 
