@@ -241,3 +241,20 @@ def test_pytest_plugin_fixtures(busbar_pack, busbar_load, wheels) -> None:
     tarball = busbar_pack(wheels["plain"], name="plain-hook", alias="plain", kind="hook")
     plugin = busbar_load(tarball)
     assert plugin.open({}).call(decide(2)) == {"order": [0, 1], "v": 1}
+
+
+def test_harness_refuses_what_the_kernel_refuses(pack, tmp_path, keys) -> None:
+    from busbar_sdk import ArtifactError, BindingError, SigningError
+    from busbar_sdk.testing import load_packed
+    signed = pack(tmp_path / "a.tar.gz")
+    with pytest.raises(SigningError, match="the signature does not verify with the given public key"):
+        load_packed(signed, public_key=keys["other"][1], workdir=tmp_path / "w")
+    with pytest.raises(SigningError, match="is signed; pass its public key"):
+        load_packed(signed, public_key=None, workdir=tmp_path / "w")
+    needs = pack(tmp_path / "b.tar.gz", wheel="needsdist", name="needs-dist", alias="nd")
+    with pytest.raises(ArtifactError, match="requires distribution 'busbar-nonexistent-dependency>=1'"):
+        load_packed(needs, public_key=keys["acme"][1], workdir=tmp_path / "w")
+    wrong = pack(tmp_path / "c.tar.gz", wheel="wrongkind", name="wrong-kind", alias="wk")
+    with pytest.raises(BindingError, match="kind mismatch: the manifest says 'hook' but the plugin reports 'store'"):
+        load_packed(wrong, public_key=keys["acme"][1], workdir=tmp_path / "w")
+    assert not list((tmp_path / "w").iterdir())  # the failed load left nothing behind

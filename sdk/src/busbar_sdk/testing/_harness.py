@@ -13,6 +13,7 @@ from busbar_sdk._errors import ArtifactError, SigningError
 from busbar_sdk._importer import PluginImporter
 from busbar_sdk._manifest import Manifest
 from busbar_sdk._pack import build_wheel, pack_artifact
+from busbar_sdk._requirements import unmet_requirements
 from busbar_sdk._signing import generate_signing_key, verify_manifest_signature
 from busbar_sdk._wheel import extract_wheel
 
@@ -108,7 +109,8 @@ def load_packed(tarball: str | Path, *, public_key: str | None, workdir: str | P
         workdir: where to unpack (default: a new temporary directory).
 
     Raises:
-        ArtifactError: structurally invalid; SigningError: the signature does not verify;
+        ArtifactError: structurally invalid, or a required distribution is missing;
+        SigningError: the signature does not verify;
         BindingError: import, ABI or kind cross-check failed.
     """
     artifact = read_artifact(Path(tarball).read_bytes())
@@ -117,6 +119,9 @@ def load_packed(tarball: str | Path, *, public_key: str | None, workdir: str | P
         raise SigningError(f"{m.name}: the signature does not verify with the given public key")
     if public_key is None and m.signature:
         raise SigningError(f"{m.name} is signed; pass its public key")
+    unmet = unmet_requirements(m.requires_dist)
+    if unmet:
+        raise ArtifactError(f"{m.name}: {unmet[0]}")
     base = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="busbar-test-load-"))
     base.mkdir(parents=True, exist_ok=True)
     directory = base / f"{m.name}-{m.version}-{m.sha256[:12]}"
@@ -125,8 +130,8 @@ def load_packed(tarball: str | Path, *, public_key: str | None, workdir: str | P
     extract_wheel(artifact.wheel_bytes, directory)
     owner = f"{m.name}@{m.sha256[:16]}"
     _, module, attr = artifact.wheel.entry_point
-    obj = _IMPORTER.load(owner, directory, artifact.wheel.top_level, module, attr)
     try:
+        obj = _IMPORTER.load(owner, directory, artifact.wheel.top_level, module, attr)
         binding = bind_plugin(obj, name=m.name, expected_kind=m.kind)
     except BaseException:
         _IMPORTER.forget(owner)
