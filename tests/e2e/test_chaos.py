@@ -140,7 +140,7 @@ def test_chaos_no_request_lost_no_leaks(gw, mock):
 
 def test_all_members_down_every_request_503_within_budget(gw, mock):
     err = {"error": {"message": "down", "type": "server_error", "param": None, "code": None}}
-    mock.script([{"match": {"model": "dead-1"}, "times": -1, "response": {"status": 500, "body": err}},
+    mock.script([{"match": {"model": "dead-1"}, "times": -1, "response": {"hang": True}},
                  {"match": {"model": "dead-2"}, "times": -1, "response": {"status": 503, "body": {
                      "type": "error", "error": {"type": "overloaded_error", "message": "down"}}}}])
 
@@ -154,12 +154,13 @@ def test_all_members_down_every_request_503_within_budget(gw, mock):
                     r = await c.post("/v1/chat/completions", json={
                         "model": "all-down", "messages": [{"role": "user", "content": str(i)}]})
                     return r, time.monotonic() - t
-            return await asyncio.gather(*(one(i) for i in range(600)))
+            return await asyncio.gather(*(one(i) for i in range(200)))
 
     results = asyncio.run(run())
     for r, took in results:
         assert r.status_code == 503
         assert int(r.headers["retry-after"]) >= 1
         assert r.json()["error"]["type"] == "server_error"
-        assert took < 2.0 + 1.0                      # failover.timeout_secs plus scheduling slack
-    assert len(results) == 600
+        assert took < 2.0 + 2.0                      # failover.timeout_secs plus scheduling slack
+    assert len(results) == 200
+    assert max(took for _, took in results) >= 1.9   # the hung member really held requests to the deadline

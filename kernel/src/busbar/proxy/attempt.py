@@ -14,18 +14,18 @@ Source: seeds 001 "failover", "Per-attempt timeouts", "models"; ORIGINAL §2.2 r
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import orjson
 
-from busbar.ir.model import IrRequest, StreamError
+from busbar.ir.model import StreamError
 from busbar.proto.base import UpstreamErrorInfo
 from busbar.proxy.disposition import classify, parse_retry_after
-from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, upstream_url
+from busbar.proxy.credentials import CredentialError
+from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, prepare
+from busbar.proxy.translate import Call, build_body
 
 log = logging.getLogger("busbar")
 
@@ -54,50 +54,7 @@ class AttemptSuccess:
     first: list[bytes] | None = None
     events: list | None = None
     decoder: Any = None
-
-
-class Call:
-    """One client request as the walk sees it. The IR is built lazily (same-protocol hops skip it)."""
-
-    __slots__ = ("ingress", "body", "raw", "stream", "headers", "called", "_ir", "client_model")
-
-    def __init__(self, ingress, body: dict, raw: bytes, stream: bool, headers, called: str):
-        self.ingress = ingress
-        self.body = body
-        self.raw = raw
-        self.stream = stream
-        self.headers = headers
-        self.called = called                      # the pool/model name the client called
-        self.client_model = body.get("model")
-        self._ir: IrRequest | None = None
-
-    @property
-    def ir(self) -> IrRequest:
-        if self._ir is None:
-            self._ir = self.ingress.read_request(self.body)
-        return self._ir
-
-
-def build_body(call: Call, lane, member_reasoning: bool, limits) -> bytes:
-    """The upstream request body bytes for one lane (passthrough when the protocols match)."""
-    egress = lane.provider.dialect
-    if egress is call.ingress:
-        if call.client_model == lane.upstream_model:
-            return call.raw
-        body = dict(call.body)
-        body["model"] = lane.upstream_model
-        return orjson.dumps(body)
-    ir = call.ir
-    needs_tokens = egress.requires_max_tokens and ir.max_tokens is None
-    drop_reasoning = ir.reasoning is not None and not member_reasoning
-    if needs_tokens or drop_reasoning:
-        ir = copy.copy(ir)
-        if needs_tokens:
-            ir.max_tokens = lane.default_max_tokens or limits.default_max_tokens
-        if drop_reasoning:
-            ir.reasoning = None
-            ir.dropped = ir.dropped + ["reasoning"]
-    return orjson.dumps(egress.write_request(ir, lane.upstream_model))
+    dropped: list[str] | None = None
 
 
 async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> AttemptSuccess | AttemptFailure:
@@ -107,18 +64,19 @@ async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> Attempt
     reasoning = member_or_lane.reasoning
     provider = lane.provider
     limits = gw.limits
-    content = build_body(call, lane, reasoning, limits)
-    headers = gw.auth.get(provider.name)
-    if headers is None:
-        from busbar.proxy.egress import auth_headers
-        headers = auth_headers(provider)
+    content, dropped = build_body(call, lane, reasoning, limits)
+    try:
+        url, headers, content = await prepare(gw, provider, lane.upstream_model, call.stream, content)
+    except CredentialError as e:
+        log.warning("%s", e)
+        return AttemptFailure("auth", 0, UpstreamErrorInfo(None, "upstream credential unavailable"), None,
+                              reason="auth")
     if provider.dialect is call.ingress:
         fwd = FORWARDED_SAME_PROTOCOL.get(provider.protocol, ())
         extra = {h: call.headers[h] for h in fwd if h in call.headers}
         if extra:
             headers = {**headers, **extra}
-    req = gw.client.build_request("POST", upstream_url(provider, lane.upstream_model, call.stream),
-                                  content=content, headers=headers)
+    req = gw.client.build_request("POST", url, content=content, headers=headers)
     cap = remaining_s if timeout_ms is None else min(timeout_ms / 1000.0, remaining_s)
     by_attempt_cap = timeout_ms is not None and timeout_ms / 1000.0 <= remaining_s
     try:
@@ -140,8 +98,11 @@ async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> Attempt
         except httpx.HTTPError as e:
             await resp.aclose()
             return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
-        return AttemptSuccess(resp, body=body)
-    return await _read_first(resp, provider)
+        return AttemptSuccess(resp, body=body, dropped=dropped)
+    success = await _read_first(resp, provider)
+    if isinstance(success, AttemptSuccess):
+        success.dropped = dropped
+    return success
 
 
 async def _failure_from(resp: httpx.Response, provider, limits) -> AttemptFailure:

@@ -1,31 +1,39 @@
-"""Egress plumbing: the upstream URL and auth headers of one attempt, and the shared HTTP client.
+"""Egress plumbing: the URL, headers and body of one upstream attempt, and the shared HTTP client.
 
-Auth (seeds 001 "Credential format by protocol"):
-- anthropic: ``x-api-key`` for ``sk-ant-api…`` keys, ``Authorization: Bearer`` for ``sk-ant-oat…``
-  OAuth tokens, both when the prefix is unrecognized; ``anthropic-version: 2023-06-01`` always.
-- openai / responses / cohere: ``Authorization: Bearer``; ``auth: api-key`` sends ``api-key:`` (Azure).
+``prepare(gw, provider, upstream_model, stream, body) -> (url, headers, body)`` (async):
 
-Upstream paths: ``base_url`` (trailing slash trimmed) + ``path`` when set, else the protocol's
-standard path. The client is one pooled keep-alive ``httpx.AsyncClient`` for the process: no
-redirects, ``accept-encoding: identity`` (no transparent decompression of relayed bodies), the
-SSRF guard applied at connect time.
+- Auth: ``provider.auth`` unset = the protocol's native scheme (seeds 001 "Credential format by
+  protocol"): anthropic ``x-api-key`` for ``sk-ant-api…`` keys, ``Authorization: Bearer`` for
+  ``sk-ant-oat…`` OAuth tokens, both when the prefix is unrecognized (``anthropic-version:
+  2023-06-01`` always); openai / responses / cohere ``Authorization: Bearer``; gemini
+  ``x-goog-api-key``; bedrock AWS SigV4 (signed by the dialect). A set ``auth`` style (bearer,
+  api-key, jwt-bearer, oauth-client-credentials) is computed by ``Credentials``.
+- URL: dialects that know their own layout (model in the URL, SigV4) implement
+  ``egress_request``; for openai and anthropic it is ``base_url`` + ``path`` or the standard
+  path. Anthropic with ``path_base`` is Claude-on-Vertex: ``{base}{path_base}/{model}:rawPredict``
+  (``:streamRawPredict`` when streaming) with ``anthropic_version: vertex-2023-10-16`` in the body
+  in place of ``model``.
 
-Source: seeds 001 "providers.yaml", "providers", "limits"; ORIGINAL §2.6 (upstream client).
+The client is one pooled keep-alive ``httpx.AsyncClient`` per process: no redirects,
+``accept-encoding: identity`` (relayed bodies are never transparently decompressed), the SSRF
+guard applied at connect time.
+
+Source: seeds 001 "providers.yaml", "providers", "limits"; ORIGINAL §2.2 (egress auth), §2.6.
 """
 from __future__ import annotations
 
 import httpx
+import orjson
 
 from busbar.config.schema import LimitsConfig
 from busbar.proxy.runtime import Provider
 
 ANTHROPIC_VERSION = "2023-06-01"
+VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
 
 _DEFAULT_PATHS = {
     "openai": "/v1/chat/completions",
     "anthropic": "/v1/messages",
-    "responses": "/v1/responses",
-    "cohere": "/v2/chat",
 }
 
 # Client headers forwarded upstream on a same-protocol hop (never credentials, never framing).
@@ -36,13 +44,10 @@ FORWARDED_SAME_PROTOCOL = {
 
 
 def auth_headers(provider: Provider) -> dict[str, str]:
-    """The provider's credential headers (precomputed once per provider at boot)."""
+    """Native credential + content headers for openai/anthropic providers (precomputed at boot)."""
     key = provider.api_key
-    proto = provider.protocol
     h: dict[str, str] = {}
-    if provider.auth == "api-key":
-        h["api-key"] = key
-    elif proto == "anthropic" and provider.auth is None:
+    if provider.protocol == "anthropic":
         if key.startswith("sk-ant-oat"):
             h["authorization"] = f"Bearer {key}"
         elif key.startswith("sk-ant-api"):
@@ -50,23 +55,46 @@ def auth_headers(provider: Provider) -> dict[str, str]:
         else:
             h["x-api-key"] = key
             h["authorization"] = f"Bearer {key}"
+        h["anthropic-version"] = ANTHROPIC_VERSION
     else:
         h["authorization"] = f"Bearer {key}"
-    if proto == "anthropic":
-        h["anthropic-version"] = ANTHROPIC_VERSION
     h["content-type"] = "application/json"
     h["accept-encoding"] = "identity"
     return h
 
 
+def _styled_headers(provider: Provider, auth: dict[str, str]) -> dict[str, str]:
+    h = {"content-type": "application/json", "accept-encoding": "identity", **auth}
+    if provider.protocol == "anthropic":
+        h["anthropic-version"] = ANTHROPIC_VERSION
+    return h
+
+
 def upstream_url(provider: Provider, upstream_model: str, stream: bool) -> str:
-    """Absolute URL of one attempt (body-model protocols ignore ``upstream_model`` here)."""
+    """Absolute URL of an openai/anthropic attempt."""
     if provider.path:
         return provider.base_url + provider.path
-    try:
-        return provider.base_url + _DEFAULT_PATHS[provider.protocol]
-    except KeyError:
-        raise NotImplementedError(f"egress to protocol '{provider.protocol}' is not available yet") from None
+    if provider.protocol == "anthropic" and provider.path_base:
+        verb = "streamRawPredict" if stream else "rawPredict"
+        return f"{provider.base_url}{provider.path_base}/{upstream_model}:{verb}"
+    return provider.base_url + _DEFAULT_PATHS[provider.protocol]
+
+
+async def prepare(gw, provider: Provider, upstream_model: str, stream: bool,
+                  body: bytes) -> tuple[str, dict[str, str], bytes]:
+    """(url, headers, body) of one attempt; raises ``CredentialError`` when a token can't be minted."""
+    auth = await gw.credentials.headers(provider) if provider.auth is not None else None
+    dialect = provider.dialect
+    egress_request = getattr(dialect, "egress_request", None)
+    if egress_request is not None:
+        return egress_request(provider, upstream_model, stream, body, auth)
+    headers = gw.auth[provider.name] if auth is None else _styled_headers(provider, auth)
+    if provider.protocol == "anthropic" and provider.path_base and not provider.path:
+        doc = orjson.loads(body)
+        doc.pop("model", None)
+        doc["anthropic_version"] = VERTEX_ANTHROPIC_VERSION
+        body = orjson.dumps(doc)
+    return upstream_url(provider, upstream_model, stream), headers, body
 
 
 def make_client(limits: LimitsConfig, transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:

@@ -21,7 +21,8 @@ import logging
 import math
 
 from busbar.proto.base import ErrorKind
-from busbar.proxy.attempt import AttemptFailure, Call, attempt
+from busbar.proxy.attempt import AttemptFailure, attempt
+from busbar.proxy.translate import Call
 from busbar.proxy.disposition import CLIENT, CONTEXT, HARD_DOWN, effect
 from busbar.proxy.relay import Reply, error_reply, relay_failure, stream_reply, whole_reply
 from busbar.proxy.runtime import Lane, Member, Pool
@@ -30,6 +31,7 @@ from busbar.proxy.select import affinity_pick, least_bad, soonest_cooldown, swrr
 log = logging.getLogger("busbar")
 
 ROUTE_TARGET = "x-busbar-route-target"
+TRANSLATION_DROPPED = "x-busbar-translation-dropped"
 
 
 async def forward(gw, call: Call, target: Pool | Lane) -> Reply:
@@ -175,6 +177,8 @@ async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float, pool: st
         lane.budget -= 1
     lane.observe_latency((now - t0) * 1000.0)
     headers_extra = {ROUTE_TARGET: lane.name}
+    if res.dropped:
+        headers_extra[TRANSLATION_DROPPED] = ", ".join(res.dropped)
     if not call.stream:
         release()
         try:

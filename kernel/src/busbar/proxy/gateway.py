@@ -22,6 +22,7 @@ from busbar.config.secrets import resolve_secret
 from busbar.config.validate import _merged_provider_fields
 from busbar.proto.registry import get_dialect
 from busbar.proxy.breaker import BreakerCell
+from busbar.proxy.credentials import Credentials
 from busbar.proxy.egress import auth_headers, make_client
 from busbar.proxy.metrics import Metrics, NullMetrics
 from busbar.proxy.runtime import Lane, Member, Pool, Provider
@@ -43,7 +44,9 @@ class Gateway:
         self.client = client
         self.clock = clock
         self._adhoc: dict[tuple[str, str], Lane] = {}
-        self.auth = {name: auth_headers(p) for name, p in providers.items()}
+        self.auth = {name: auth_headers(p) for name, p in providers.items()
+                     if p.protocol in ("openai", "anthropic")}
+        self.credentials = Credentials(client)
         self.metrics: NullMetrics = NullMetrics()
         self.cells_by_lane: dict[str, list] = {name: [lane.default_cell] for name, lane in lanes.items()}
         for pool in pools.values():
@@ -66,7 +69,8 @@ class Gateway:
                 name=name, protocol=merged["protocol"], dialect=get_dialect(merged["protocol"]),
                 base_url=str(merged["base_url"]).rstrip("/"), path=merged.get("path"),
                 path_base=merged.get("path_base"), auth=merged.get("auth"),
-                error_map=merged["error_map"], api_key=key, health=merged.get("health"))
+                error_map=merged["error_map"], api_key=key, token_url=merged.get("token_url"),
+                scope=merged.get("scope"), subject=merged.get("subject"), health=merged.get("health"))
         default_breaker = BreakerConfig()
         lanes = {name: Lane(name, providers[m.provider], m, BreakerCell(default_breaker, hash(name)))
                  for name, m in cfg.models.items()}

@@ -21,7 +21,8 @@ import orjson
 
 from busbar.ir.model import IrMessage, IrRequest, TextBlock
 from busbar.proxy.disposition import HARD_DOWN, TRANSIENT, classify, effect, parse_retry_after
-from busbar.proxy.egress import upstream_url
+from busbar.proxy.credentials import CredentialError
+from busbar.proxy.egress import prepare
 from busbar.proxy.runtime import Lane
 
 log = logging.getLogger("busbar.health")
@@ -46,12 +47,11 @@ def needs_probe(gw, lane: Lane, mode: str) -> bool:
 async def probe_once(gw, lane: Lane, timeout_s: float) -> str:
     """Probe ``lane`` once and apply the outcome; returns ``ok`` or the disposition class."""
     prov = lane.provider
-    headers = gw.auth[prov.name]
     cells = gw.cells_by_lane[lane.name]
     try:
-        resp = await gw.client.post(upstream_url(prov, lane.upstream_model, False), content=probe_body(lane),
-                                    headers=headers, timeout=timeout_s)
-    except (httpx.HTTPError, OSError) as e:
+        url, headers, body = await prepare(gw, prov, lane.upstream_model, False, probe_body(lane))
+        resp = await gw.client.post(url, content=body, headers=headers, timeout=timeout_s)
+    except (httpx.HTTPError, OSError, CredentialError) as e:
         cls, status, info, ra = "network", 0, None, None
         log.info("health probe of %s failed: %s", lane.name, e)
     else:

@@ -56,7 +56,7 @@ def relay_failure(call, failure, same_protocol: bool) -> Reply:
 def whole_reply(call, lane, success) -> Reply:
     """A non-stream 2xx: passthrough bytes, or translate through the IR."""
     egress = lane.provider.dialect
-    if egress is call.ingress:
+    if egress is call.ingress and not call.reencode:
         ctype = success.response.headers.get("content-type", "application/json")
         return Reply(200, {"content-type": ctype}, success.body)
     resp = egress.read_response(orjson.loads(success.body))
@@ -69,7 +69,7 @@ def stream_reply(call, lane, success, *, keepalive_s: float,
     """A committed stream. ``on_end(outcome)`` runs exactly once when the stream ends: ``True`` for
     a clean finish, ``False`` for a mid-stream upstream failure, ``None`` when the client went away
     (a cancellation is not a member failure — case C026)."""
-    same = lane.provider.dialect is call.ingress
+    same = lane.provider.dialect is call.ingress and not call.reencode
     encoder = call.ingress.stream_encoder(call.called, call.ir if not same else _passthrough_ir(call))
     usage = Usage()
     gen = _frames(call, success, encoder, same, keepalive_s, on_end, usage)

@@ -30,6 +30,9 @@ class Provider:
     auth: str | None
     error_map: dict[str, str]
     api_key: str
+    token_url: str | None = None
+    scope: str | None = None
+    subject: str | None = None
     health: dict | None = None       # {mode, interval_secs, timeout_secs} or None (= mode none)
     extra_headers: dict[str, str] = field(default_factory=dict)
 

@@ -22,6 +22,7 @@ from busbar import __version__
 from busbar.proto.base import ErrorKind
 from busbar.proto.registry import get_dialect
 from busbar.server.dataplane import DataPlane
+from busbar.server.routes import dialect_for_unknown
 
 
 @dataclass
@@ -59,7 +60,10 @@ def create_app(state: AppState):
 
     @api.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     async def not_found(path: str, request: Request):
-        dialect = get_dialect("anthropic" if "/messages" in path else "openai")
+        try:
+            dialect = get_dialect(dialect_for_unknown("/" + path))
+        except KeyError:
+            dialect = get_dialect("openai")
         status = 404 if request.method in ("GET", "POST") else 405
         st, headers, body = dialect.error_response(status, ErrorKind.NOT_FOUND,
                                                    f"no route for {request.method} /{path}")

@@ -1,12 +1,7 @@
 """The data-plane ASGI application: protocol ingress routes on a lean raw-ASGI hot path.
 
-Routes (this build: OpenAI Chat and Anthropic Messages ingress; the other four protocols attach
-here as their dialects land):
-
-- ``POST /v1/chat/completions``             OpenAI; the pool or model is the body's ``model``
-- ``POST /v1/messages``                     Anthropic; the pool or model is the body's ``model``
-- ``POST /{name}/v1/messages``              Anthropic; pool or model named in the path
-- ``POST /{provider}/{model}/v1/messages``  Anthropic ad-hoc route: no pool, the named provider
+Routes: see ``busbar.server.routes`` (six protocols; a protocol whose dialect is not registered
+falls through to a native 404).
 
 Everything else (``GET /healthz``, ``GET /v1/models``, unknown routes) goes to the FastAPI app
 (``busbar.server.app``). Every reply of a served request carries ``x-busbar-route-target``.
@@ -22,33 +17,13 @@ import orjson
 from busbar.proto.base import ErrorKind
 from busbar.proto.errors import ProtoError
 from busbar.proto.registry import get_dialect
-from busbar.proxy.attempt import Call
+from busbar.proxy.translate import Call
 from busbar.proxy.engine import forward
 from busbar.proxy.relay import error_reply
 from busbar.server.asgi_io import read_body, run_cancellable, send_reply
+from busbar.server.routes import match
 
 log = logging.getLogger("busbar.access")
-
-OPENAI = get_dialect("openai")
-ANTHROPIC = get_dialect("anthropic")
-
-
-def match_ingress(method: str, path: str):
-    """(dialect, name_from_path, adhoc_provider) for a data-plane POST route, else ``None``."""
-    if method != "POST":
-        return None
-    if path == "/v1/chat/completions":
-        return OPENAI, None, None
-    if path == "/v1/messages":
-        return ANTHROPIC, None, None
-    if path.endswith("/v1/messages"):
-        parts = path[1:-len("/v1/messages")].split("/", 1)
-        if len(parts) == 1 and parts[0]:
-            return ANTHROPIC, parts[0], None
-        if len(parts) == 2 and parts[0] and parts[1]:
-            return ANTHROPIC, parts[1], parts[0]
-    return None
-
 
 class DataPlane:
     """ASGI app: serves ingress routes itself, delegates the rest to ``fallback`` (FastAPI)."""
@@ -60,10 +35,13 @@ class DataPlane:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.fallback(scope, receive, send)
-        route = match_ingress(scope["method"], scope["path"])
+        route = match(scope["method"], scope["path"], scope.get("query_string", b""))
         if route is None:
             return await self.fallback(scope, receive, send)
-        dialect, path_name, adhoc_provider = route
+        try:
+            dialect = get_dialect(route.dialect)
+        except KeyError:                 # a protocol whose dialect is not in this build
+            return await self.fallback(scope, receive, send)
         gw = self.state.gateway
         try:
             raw = await read_body(scope, receive, gw.limits.request_body_max_bytes)
@@ -72,7 +50,7 @@ class DataPlane:
         except ConnectionAbortedError:
             return
         try:
-            reply, name = await self._serve(gw, scope, dialect, raw, path_name, adhoc_provider, receive)
+            reply, name = await self._serve(gw, scope, dialect, raw, route, receive)
         except Exception:            # a kernel bug must still answer in the caller's envelope
             log.exception("internal error serving %s %s", scope["method"], scope["path"])
             reply, name = error_reply(dialect, 500, ErrorKind.API_ERROR, "internal gateway error"), None
@@ -83,14 +61,15 @@ class DataPlane:
             gw.metrics.request(dialect.name, name if name in gw.pools else "", _outcome(reply.status))
         await send_reply(send, receive, reply)
 
-    async def _serve(self, gw, scope, dialect, raw: bytes, path_name, adhoc_provider, receive):
+    async def _serve(self, gw, scope, dialect, raw: bytes, route, receive):
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, f"request body is not valid JSON: {e}"), None
         if not isinstance(body, dict):
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, "request body must be a JSON object"), None
-        name = path_name if path_name is not None else body.get("model")
+        name = route.name if route.name is not None else body.get("model")
+        adhoc_provider = route.adhoc_provider
         if not isinstance(name, str) or not name:
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
                                "'model' is required: name a pool or a model"), None
@@ -106,7 +85,8 @@ class DataPlane:
                                    f"the model '{name}' does not exist: no pool or model of that name "
                                    f"is configured"), None
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        call = Call(dialect, body, raw, bool(body.get("stream")), headers, name)
+        stream = route.stream if route.stream is not None else body.get("stream") is True
+        call = Call(dialect, body, raw, stream, headers, name, route.shims)
         try:
             if _needs_ir_check(call, target):
                 call.ir  # validate the body's shape before any upstream work

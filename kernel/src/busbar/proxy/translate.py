@@ -1,0 +1,107 @@
+"""Request preparation per lane: passthrough bytes, or the IR adapted to the lane and re-written.
+
+``Call`` is one client request as the walk sees it (its IR built lazily: a same-protocol hop never
+pays for it). ``build_body(call, lane, member_reasoning, limits) -> (bytes, dropped)``:
+
+- Same protocol: the client's bytes, unchanged when the client named the lane's wire model (or the
+  protocol carries the model in the URL), else with ``model`` rewritten.
+- Cross protocol, on a per-attempt copy of the IR (the shared IR is never mutated):
+  ``max_tokens`` injected when the target requires it (lane ``default_max_tokens``, else
+  ``limits.default_max_tokens``; never a small constant — case C017); the reasoning ask dropped
+  (and reported) when the member/model is not declared ``reasoning: true``, else converted through
+  ``limits.reasoning_effort_budgets`` (words <-> token budgets); ``extra`` (source-only fields) is
+  cleared — the leak guard — and every dropped field name is returned so the reply can carry
+  ``x-busbar-translation-dropped``.
+
+Source: seeds 001 "models" (default_max_tokens, reasoning), "Cross-protocol reasoning";
+ORIGINAL §2.2 (request translation steps).
+"""
+from __future__ import annotations
+
+import copy
+import logging
+
+import orjson
+
+from busbar.ir.model import IrRequest, ReasoningAsk
+
+log = logging.getLogger("busbar.translate")
+
+MODEL_IN_URL = frozenset({"gemini", "bedrock", "bedrock-invoke"})
+SHIM_PREFIX = "__busbar_"
+
+
+class Call:
+    """One client request. ``called``: the pool/model name the client used; ``reencode``: the client
+    needs its stream re-framed even on a same-protocol hop (Gemini JSON-array framing)."""
+
+    __slots__ = ("ingress", "body", "raw", "stream", "headers", "called", "_ir", "client_model",
+                 "shims", "reencode")
+
+    def __init__(self, ingress, body: dict, raw: bytes, stream: bool, headers, called: str,
+                 shims: dict | None = None):
+        self.ingress = ingress
+        self.body = body
+        self.raw = raw
+        self.stream = stream
+        self.headers = headers
+        self.called = called
+        self.client_model = body.get("model")
+        self._ir: IrRequest | None = None
+        self.shims = shims or {}
+        self.reencode = bool(self.shims)
+
+    @property
+    def ir(self) -> IrRequest:
+        """The client's request as IR (raises ``BadRequest`` for a malformed body)."""
+        if self._ir is None:
+            ir = self.ingress.read_request(self.body)
+            ir.stream = self.stream
+            if ir.model is None:
+                ir.model = self.called
+            if self.shims:
+                ir.extra.update(self.shims)
+            self._ir = ir
+        return self._ir
+
+
+def build_body(call: Call, lane, member_reasoning: bool, limits) -> tuple[bytes, list[str]]:
+    """The upstream body for ``lane`` and the request fields dropped on the way."""
+    egress = lane.provider.dialect
+    if egress is call.ingress:
+        if call.client_model == lane.upstream_model or egress.name in MODEL_IN_URL:
+            return call.raw, []
+        body = dict(call.body)
+        body["model"] = lane.upstream_model
+        return orjson.dumps(body), []
+    ir = copy.copy(call.ir)
+    dropped = list(ir.dropped)
+    if ir.extra:
+        dropped += [k for k in ir.extra if not k.startswith(SHIM_PREFIX)]
+        ir.extra = {}
+    if egress.requires_max_tokens and ir.max_tokens is None:
+        ir.max_tokens = lane.default_max_tokens or limits.default_max_tokens
+    if ir.reasoning is not None:
+        if member_reasoning:
+            ir.reasoning = _convert_reasoning(ir.reasoning, limits.reasoning_effort_budgets)
+        else:
+            ir.reasoning = None
+            dropped.append("reasoning")
+            log.warning("reasoning ask dropped for lane %s (not declared reasoning: true)", lane.name)
+    ir.dropped = dropped
+    if dropped:
+        log.info("translation %s -> %s dropped %s", call.ingress.name, egress.name, ", ".join(dropped))
+    return orjson.dumps(egress.write_request(ir, lane.upstream_model)), dropped
+
+
+def _convert_reasoning(ask: ReasoningAsk, table) -> ReasoningAsk:
+    """Fill the missing half of an effort/budget ask from the operator's effort table."""
+    budgets = {"minimal": table.minimal, "low": table.low, "medium": table.medium, "high": table.high}
+    if ask.budget_tokens is None and ask.effort in budgets:
+        return ReasoningAsk(ask.effort, budgets[ask.effort], ask.include_thoughts)
+    if ask.effort is None and ask.budget_tokens is not None:
+        if ask.budget_tokens == -1:                 # Gemini dynamic thinking projects as medium
+            return ReasoningAsk("medium", -1, ask.include_thoughts)
+        word = min(budgets, key=lambda w: abs(budgets[w] - ask.budget_tokens))
+        return ReasoningAsk(word, ask.budget_tokens, ask.include_thoughts)
+    return ask

@@ -1,0 +1,85 @@
+"""Data-plane route matching: which protocol a POST speaks and where it names its pool or model.
+
+``match(method, path, query) -> Route | None``. Body-model protocols (openai, responses, cohere,
+anthropic on ``/v1/messages``) name the target in the body (``name=None``) and stream by the
+body's ``stream``; path-model protocols name it in the URL and stream by the verb:
+
+| route | dialect | target | stream |
+|---|---|---|---|
+| ``/v1/chat/completions`` | openai | body ``model`` | body |
+| ``/v1/responses`` | responses | body ``model`` | body |
+| ``/v2/chat``, ``/v1/chat`` | cohere | body ``model`` | body |
+| ``/v1/messages`` | anthropic | body ``model`` | body |
+| ``/{name}/v1/messages`` | anthropic | path | body |
+| ``/{provider}/{model}/v1/messages`` | anthropic, ad-hoc | provider + model | body |
+| ``/v1beta/models/{m}:generateContent`` (also ``/v1/``) | gemini | path | no |
+| ``/v1beta/models/{m}:streamGenerateContent[?alt=sse]`` | gemini | path | yes (JSON array without ``alt=sse``) |
+| ``/model/{id}/converse`` / ``converse-stream`` | bedrock | path (URL-decoded) | verb |
+| ``/model/{id}/invoke`` / ``invoke-with-response-stream`` | bedrock-invoke | path | verb |
+
+Source: ORIGINAL §7.1 (data-plane routes), §2.2 (ingress identification).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+from urllib.parse import parse_qs, unquote
+
+
+class Route(NamedTuple):
+    dialect: str
+    name: str | None            # target from the path (None: from the body's model)
+    adhoc_provider: str | None
+    stream: bool | None         # None: from the body's stream flag
+    shims: dict | None          # kernel-only request markers (stripped before egress)
+
+
+_BODY_MODEL = {"/v1/chat/completions": "openai", "/v1/responses": "responses", "/v2/chat": "cohere",
+               "/v1/chat": "cohere", "/v1/messages": "anthropic"}
+_BEDROCK_VERBS = {"converse": ("bedrock", False), "converse-stream": ("bedrock", True),
+                  "invoke": ("bedrock-invoke", False), "invoke-with-response-stream": ("bedrock-invoke", True)}
+
+
+def match(method: str, path: str, query: bytes = b"") -> Route | None:
+    """The ingress route of a data-plane request, or ``None`` (not a protocol POST)."""
+    if method != "POST":
+        return None
+    dialect = _BODY_MODEL.get(path)
+    if dialect is not None:
+        return Route(dialect, None, None, None, None)
+    if path.startswith(("/v1beta/models/", "/v1/models/")):
+        model, _, verb = path.split("/models/", 1)[1].rpartition(":")
+        if not model:
+            return None
+        if verb == "generateContent":
+            return Route("gemini", unquote(model), None, False, None)
+        if verb == "streamGenerateContent":
+            alt = parse_qs(query.decode("latin-1")).get("alt", [""])[0]
+            shims = None if alt == "sse" else {"__busbar_gemini_json_array": True}
+            return Route("gemini", unquote(model), None, True, shims)
+        return None
+    if path.startswith("/model/"):
+        model, _, verb = path[len("/model/"):].rpartition("/")
+        hit = _BEDROCK_VERBS.get(verb)
+        if hit and model:
+            return Route(hit[0], unquote(model), None, hit[1], None)
+        return None
+    if path.endswith("/v1/messages"):
+        parts = path[1:-len("/v1/messages")].split("/", 1)
+        if len(parts) == 1 and parts[0]:
+            return Route("anthropic", parts[0], None, None, None)
+        if len(parts) == 2 and parts[0] and parts[1]:
+            return Route("anthropic", parts[1], parts[0], None, None)
+    return None
+
+
+def dialect_for_unknown(path: str) -> str:
+    """The envelope for an unknown route: the protocol the path looks like (default openai)."""
+    if "/messages" in path:
+        return "anthropic"
+    if path.startswith(("/v1beta/", "/v1/models/")) or ":generateContent" in path:
+        return "gemini"
+    if path.startswith("/model/"):
+        return "bedrock"
+    if path.startswith("/v2/"):
+        return "cohere"
+    return "openai"
