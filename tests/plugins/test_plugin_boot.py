@@ -194,7 +194,7 @@ def test_unknown_publisher_without_and_with_allow_third_party(pack, plugdir, key
     assert "plugins.trust.allow_third_party is true: plugins from unknown publishers may load (UNSAFE)" in caplog.messages
     lines = inventory(opt_in, tmp_path, keys)
     assert signature_of(lines, F) == "unknown-publisher (allowed)"
-    assert status_of(lines, F) == "ready (loaded under plugins.trust.allow_third_party (unsafe))"
+    assert status_of(lines, F) == "ready (allowed by plugins.trust.allow_third_party (unsafe))"
 
 
 def test_unsigned_without_and_with_allow_unsigned(pack, plugdir, keys, load, tmp_path, caplog) -> None:

@@ -109,14 +109,14 @@ def evaluate_trust(manifest: Manifest, manifest_obj: Mapping[str, Any], trust: P
         return Verdict(True, state, "", first_party=state == "first-party")
     if state in ("unsigned", "tampered"):
         if trust.allow_unsigned:
-            return Verdict(True, f"{state} (allowed)", "loaded under plugins.trust.allow_unsigned (unsafe)",
+            return Verdict(True, f"{state} (allowed)", "allowed by plugins.trust.allow_unsigned (unsafe)",
                            unsafe=True)
         return Verdict(False, state, _why_untrusted(state, manifest) +
                        ("; set plugins.trust.allow_unsigned: true to load it anyway (unsafe)" if state == "unsigned"
                         else "; reinstall it from the publisher"))
     # unknown-publisher (a first-party claim always has a floor, so no-release-key never gets here)
     if trust.allow_third_party:
-        return Verdict(True, "unknown-publisher (allowed)", "loaded under plugins.trust.allow_third_party (unsafe)",
+        return Verdict(True, "unknown-publisher (allowed)", "allowed by plugins.trust.allow_third_party (unsafe)",
                        unsafe=True)
     return Verdict(False, state, f"publisher {manifest.publisher!r} is not in plugins.trust.publishers; "
                                  f"add its key or remove the file")
