@@ -48,6 +48,7 @@ class Gateway:
                      if p.protocol in ("openai", "anthropic")}
         self.credentials = Credentials(client)
         self.metrics: NullMetrics = NullMetrics()
+        self.plugins = None          # busbar.loader.PluginReloader when plugins are enabled
         self.cells_by_lane: dict[str, list] = {name: [lane.default_cell] for name, lane in lanes.items()}
         for pool in pools.values():
             for m in pool.members:

@@ -46,6 +46,8 @@ async def run(loaded, gateway, host: str, port: int) -> bool:
     # uvicorn re-raises the stop signal after serve() returns, with the handlers it found installed;
     # inert handlers here let the shutdown below (final state snapshot) run to completion.
     previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    if getattr(gateway, "plugins", None) is not None:
+        gateway.plugins.install_sighup()          # SIGHUP: rescan plugins.dir, swap atomically
     try:
         await server.serve()
     finally:
@@ -57,6 +59,8 @@ async def run(loaded, gateway, host: str, port: int) -> bool:
         if path is not None:
             save(gateway, path)
         await gateway.aclose()
+        if getattr(gateway, "plugins", None) is not None:
+            gateway.plugins.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return server.started
