@@ -343,3 +343,21 @@ def test_a_module_shadowing_the_environment_is_refused(plugdir, keys, load, tmp_
     (fault,) = boot_faults(load, make_cfg(keys))
     assert fault.startswith(f"{F}: its top-level module 'json' would shadow ")
     assert fault.endswith(" in the kernel's environment; rename the plugin's package")
+
+
+def test_inventory_of_a_loaded_set(pack, plugdir, keys, load) -> None:
+    from busbar.loader.inventory import inventory_lines
+    pack(plugdir / "p.tar.gz")
+    lines = inventory_lines(load(make_cfg(keys)))
+    assert status_of(lines, F) == "loaded" and signature_of(lines, F) == "trusted"
+
+
+def test_trace_switch_logs_redacted_calls(pack, plugdir, keys, load, monkeypatch, caplog) -> None:
+    monkeypatch.setenv("BUSBAR_TRACE_PLUGINS", "1")
+    pack(plugdir / "p.tar.gz")
+    inst = load(make_cfg(keys)).get("hello").open({}, prompt="ro")
+    with caplog.at_level(logging.DEBUG, logger="busbar.plugins.trace"):
+        inst.call(decide(2, messages=[{"role": "user", "text": "my card is 4111"}]))
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "busbar.plugins.trace"]
+    assert line.startswith("hello-order <- ") and "'order': [1, 0]" in line
+    assert "4111" not in line and "<redacted" in line
