@@ -7,9 +7,9 @@ SigV4). Otherwise the auth headers for ``provider.auth``:
 - ``bearer``: ``Authorization: Bearer <api_key>``; ``api-key``: ``api-key: <api_key>`` (Azure).
 - ``jwt-bearer`` (RFC 7523): ``api_key`` resolves to a service-account JSON (``client_email``,
   ``private_key``, ``token_uri``); Busbar signs an RS256 assertion (PyJWT) with ``iss`` = the
-  client email, ``aud`` = the token endpoint, ``scope`` (default the Google cloud-platform scope),
-  ``sub`` only when ``subject`` is set, and exchanges it for a bearer at ``token_url`` (or the
-  key's ``token_uri``).
+  client email, ``aud`` = the key's ``token_uri`` (default Google's), ``scope`` = the Google
+  cloud-platform scope, ``sub`` only when ``subject`` is set, and exchanges it for a bearer at
+  ``token_uri`` (``token_url``/``scope`` belong to oauth-client-credentials only).
 - ``oauth-client-credentials`` (RFC 6749 §4.4): ``api_key`` resolves to ``client_id:client_secret``,
   POSTed (HTTP Basic) with ``grant_type=client_credentials`` and ``scope`` to ``token_url``.
 
@@ -81,10 +81,9 @@ class Credentials:
         except (ValueError, KeyError, TypeError):
             raise CredentialError(f"provider {provider.name}: jwt-bearer needs api_key to resolve to a "
                                   f"service-account JSON with client_email and private_key") from None
-        token_url = provider.token_url or key.get("token_uri") or "https://oauth2.googleapis.com/token"
+        token_url = key.get("token_uri") or "https://oauth2.googleapis.com/token"
         now = int(self.clock())
-        claims = {"iss": email, "aud": token_url, "iat": now, "exp": now + 3600,
-                  "scope": provider.scope or GOOGLE_SCOPE}
+        claims = {"iss": email, "aud": token_url, "iat": now, "exp": now + 3600, "scope": GOOGLE_SCOPE}
         if provider.subject:
             claims["sub"] = provider.subject
         headers = {"kid": key["private_key_id"]} if key.get("private_key_id") else None

@@ -102,7 +102,9 @@ class OpenAIChat(Dialect):
     request_id_header = "x-request-id"
 
     def authorized(self, headers: dict[str, str]) -> bool:
-        """``Authorization: Bearer <key>`` with a non-empty key."""
+        """``Authorization: Bearer <key>`` with a non-empty key, or Azure's ``api-key: <key>``."""
+        if headers.get("api-key", "").strip():
+            return True
         auth = headers.get("authorization", "")
         return auth[:7].lower() == "bearer " and bool(auth[7:].strip())
 
