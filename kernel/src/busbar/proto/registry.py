@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.base import Dialect
+from busbar.proto.cohere import DIALECT as COHERE
 from busbar.proto.openai import DIALECT as OPENAI
+from busbar.proto.responses import DIALECT as RESPONSES
 
 DIALECTS: dict[str, Dialect] = {
     OPENAI.name: OPENAI,
     ANTHROPIC.name: ANTHROPIC,
+    RESPONSES.name: RESPONSES,
+    COHERE.name: COHERE,
 }
 """Every built-in dialect by ``Dialect.name``."""
 

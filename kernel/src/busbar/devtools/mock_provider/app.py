@@ -22,6 +22,7 @@ import orjson
 
 from .anthropic import AnthropicMessages
 from .base import Dialect, ErrorReply, next_seq
+from .cohere import CohereChat
 from .control import handle_control, send_json
 from .faults import Script
 from .fixtures import FixtureStore, default_fixtures_dir
@@ -29,6 +30,7 @@ from .journal import Journal
 from .openai_chat import OpenAIChat
 from .openai_chat import error_body as openai_error_body
 from .reply import plan_reply
+from .responses import OpenAIResponses
 from .routing import Route, route
 from .scripted import scripted_outcome
 from .wire import BodyTooLarge, Exchange, Outcome, Receive, Scope, Send, deliver
@@ -78,6 +80,8 @@ class MockProvider:
         self.dialects: dict[str, Dialect] = {
             "/v1/chat/completions": OpenAIChat(self.fixtures),
             "/v1/messages": AnthropicMessages(self.fixtures),
+            "/v1/responses": OpenAIResponses(self.fixtures),
+            "/v2/chat": CohereChat(self.fixtures),
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

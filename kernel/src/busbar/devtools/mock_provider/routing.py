@@ -44,6 +44,8 @@ def route(path: str) -> Route:
     """Parse a request path (see the module docstring)."""
     i = path.find("/v1/")
     if i < 0:
+        i = path.find("/v2/")  # Cohere v2 (``/v2/chat``)
+    if i < 0:
         return Route(path, "")
     prefix, endpoint = path[:i], path[i:].rstrip("/")
     if not prefix:
