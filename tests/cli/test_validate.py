@@ -99,3 +99,27 @@ def test_http_to_public_host_and_metadata_refused(tmp_path):
     lines = r.stderr.splitlines()
     assert lines[0].startswith("config.yaml: providers.a.base_url: ")
     assert lines[1].startswith("config.yaml: providers.b.base_url: ")
+
+
+def test_warnings_print_and_validation_continues(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("providers:\n  anthropic: { api_key: { env: NO_SUCH_KEY_VAR } }\nmodels:\n  m: { provider: anthropic }\n")
+    r = run(["--validate", "--config", str(cfg)])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"busbar: {cfg} is valid (2 warning(s))"
+    assert r.stderr.splitlines() == [
+        "warning: config.yaml: auth.chain: [] is an open front door: no client authentication (development only)",
+        "warning: config.yaml: providers.anthropic.api_key: resolves to an empty value; the lane will start but fail "
+        "upstream auth (set the variable / file it names)",
+    ]
+
+
+def test_print_schema():
+    import json
+
+    r = run(["--print-schema"])
+    assert r.returncode == 0, r.stderr
+    schema = json.loads(r.stdout)
+    assert schema["title"] == "Busbar config.yaml" and schema["additionalProperties"] is False
+    r = run(["--print-schema", "providers"])
+    assert json.loads(r.stdout)["title"] == "Busbar providers.yaml"

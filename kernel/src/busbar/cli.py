@@ -5,6 +5,8 @@ Usage::
     busbar [--config PATH] [--providers PATH] [--log-level LEVEL]   # serve
     busbar --validate [--config PATH] [--providers PATH]            # check both files; exit 0/2
     busbar --list-plugins [--config PATH]                           # plugin inventory
+    busbar --migrate-config OLD.yaml > NEW.yaml                     # 1.x -> 1.5.0 config
+    busbar --print-schema [config|providers]                        # JSON Schema of the config
 
 Files: ``--config`` / ``BUSBAR_CONFIG`` (default ``/etc/busbar/config.yaml``), ``--providers`` /
 ``BUSBAR_PROVIDERS`` (default ``/etc/busbar/providers.yaml`` when it exists, else the catalog
@@ -35,6 +37,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--providers", help="providers.yaml path (env BUSBAR_PROVIDERS)")
     p.add_argument("--validate", action="store_true", help="validate both files and exit (0 ok, 2 invalid)")
     p.add_argument("--list-plugins", action="store_true", help="print the plugin inventory and exit")
+    p.add_argument("--migrate-config", metavar="OLD.yaml",
+                   help="convert a 1.x config to 1.5.0 on stdout (change summary on stderr) and exit")
+    p.add_argument("--print-schema", nargs="?", const="config", choices=("config", "providers"),
+                   help="print the JSON Schema of config.yaml (or providers.yaml) and exit")
     p.add_argument("--log-level", help="error|warn|info|debug|trace (env BUSBAR_LOG; default info)")
     p.add_argument("--version", action="version", version=f"busbar {__version__}")
     return p
@@ -50,6 +56,15 @@ def _setup_logging(level: str | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _setup_logging(args.log_level)
+    if args.print_schema:
+        from busbar.config.schema_export import schema_text
+
+        print(schema_text(args.print_schema))
+        return 0
+    if args.migrate_config:
+        from busbar.config.migrate import main as migrate_main
+
+        return migrate_main(args.migrate_config)
     from busbar.config.errors import ConfigError
     from busbar.config.load import load_config, resolve_paths
 
@@ -61,13 +76,16 @@ def main(argv: list[str] | None = None) -> int:
             print(line, file=sys.stderr)
         print(f"busbar: {len(e.faults)} config error(s); refusing to start", file=sys.stderr)
         return EXIT_INVALID
+    if args.validate and not args.list_plugins:
+        for w in loaded.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        note = f" ({len(loaded.warnings)} warning(s))" if loaded.warnings else ""
+        print(f"busbar: {cfg_path} is valid{note}")
+        return 0
     for w in loaded.warnings:
         logging.getLogger("busbar.config").warning("%s", w)
     if args.list_plugins:
         return _list_plugins(loaded)
-    if args.validate:
-        print(f"busbar: {cfg_path} is valid")
-        return 0
     return serve(loaded)
 
 

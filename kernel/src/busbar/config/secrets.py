@@ -1,38 +1,65 @@
 """Secret references: ``{ env: VAR }``, ``{ file: PATH }``, ``{ module: <secret-plugin>, settings }``.
 
-Not interpolation: resolved once at boot by ``resolve_secret``. A reference that resolves to an
+Not interpolation: resolved once at boot by :func:`resolve_secret`. A reference that resolves to an
 empty value is legal (the lane starts and will fail upstream auth; a boot warning says so).
+
+``read_file`` (``path -> text``) is injectable so ``--validate`` and tests read secret files through
+one seam; the default reads the real file system (UTF-8). Reading is the only side effect.
 
 Raises ``SecretError`` (one-line, names the key path) for an unreadable file, or a module
 reference when no secret plugin can serve it.
 
-Source: seeds 001 "providers" (api_key), "tls".
+Source: seeds 001 "providers" (api_key), "tls", "auth" (signing_key, admin-tokens token).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable, Mapping
 
-from busbar.config.schema import EnvRef, FileRef, ModuleRef, SecretRef
+from busbar.config.schema_base import EnvRef, FileRef, ModuleRef
+
+ModuleResolver = Callable[[str, dict], str]
+FileReader = Callable[[str], str]
 
 
 class SecretError(Exception):
     """A secret reference could not be resolved; ``str(e)`` is the operator-facing line."""
 
 
-ModuleResolver = Callable[[str, dict], str]
+def read_text_file(path: str) -> str:
+    """The default :data:`FileReader`: the file's UTF-8 text. Raises ``OSError``/``UnicodeError``."""
+    return Path(path).read_text("utf-8")
 
 
-def resolve_secret(ref: SecretRef, env: Mapping[str, str], *, where: str,
-                   module_resolver: ModuleResolver | None = None) -> str:
-    """Resolve one reference to its value (str). ``where`` is the key path used in errors."""
+def resolve_secret(ref: object, env: Mapping[str, str], *, where: str,
+                   module_resolver: ModuleResolver | None = None,
+                   read_file: FileReader | None = None) -> str:
+    """Resolve one reference to its value (str). ``where`` is the key path used in errors.
+
+    Args:
+        ref: an :class:`EnvRef`, :class:`FileRef` or :class:`ModuleRef`.
+        env: environment for ``{ env: VAR }`` (an unset variable resolves to ``""``).
+        where: key path for messages, ``providers.openai.api_key``.
+        module_resolver: ``(module, settings) -> value`` from the plugin loader; None = no secret
+            plugins loaded.
+        read_file: file reader for ``{ file: PATH }``; default :func:`read_text_file`.
+
+    Returns:
+        the value; a file's surrounding whitespace is trimmed.
+
+    Raises:
+        SecretError: unreadable file, or a module reference with no resolver.
+    """
     if isinstance(ref, EnvRef):
         return env.get(ref.env, "")
     if isinstance(ref, FileRef):
         try:
-            return Path(ref.file).read_text("utf-8").strip()
+            return (read_file or read_text_file)(ref.file).strip()
         except OSError as e:
-            raise SecretError(f"{where}: cannot read secret file {ref.file}: {e.strerror}") from None
+            raise SecretError(f"{where}: cannot read secret file {ref.file}: "
+                              f"{e.strerror or e}; fix the path or its permissions") from None
+        except UnicodeError:
+            raise SecretError(f"{where}: secret file {ref.file} is not UTF-8 text") from None
     if isinstance(ref, ModuleRef):
         if module_resolver is None:
             raise SecretError(f"{where}: {{ module: {ref.module} }} needs a loaded kind: secret plugin; "

@@ -1,0 +1,111 @@
+"""Shared building blocks of the config models: the strict base, secret references, vocabularies.
+
+What lives here: :class:`Strict` (unknown keys rejected, no type coercion, attribute docstrings become
+the JSON-Schema descriptions that ``docs/config-at-a-glance.md`` is generated from), the secret
+reference union, the closed vocabularies validation checks against, and :func:`tagged_union` (a
+discriminated union whose errors name one branch only). What must not: cross-reference checks
+(``busbar.config.validate*``) and section models (``schema_*.py``).
+
+Union branches are told apart by a callable discriminator, so a ``{ env: 5 }`` secret reference reports
+``api_key.env: must be a string`` and never three confused branch errors. The branch tags appear in
+pydantic error locations; :data:`UNION_TAGS` lists them so :func:`busbar.config.errors.key_path` can
+drop them.
+
+Source: seeds 001 "config.yaml" (unknown keys fail closed at every level), "Environment
+interpolation" (secret references are not interpolation), "providers" (api_key).
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+PROTOCOLS = ("anthropic", "openai", "gemini", "bedrock", "responses", "cohere")
+AUTH_STYLES = ("bearer", "api-key", "jwt-bearer", "oauth-client-credentials")
+DISPOSITION_CLASSES = ("rate_limit", "overloaded", "server_error", "timeout", "network", "auth",
+                       "billing", "client_error", "context_length")
+STRATEGIES = ("weighted", "cheapest", "fastest", "least_busy", "usage")
+ON_ERROR_TERMINALS = ("nothing", "weighted", "first", "reject")
+ADMIN_SCOPES = ("read-only", "hooks-register", "mint", "full")
+WINDOWS = ("minute", "hour", "day", "month", "total")
+#: First-party forwarder plugin names (seed 001 spells it ``busbar-webrequest``, seeds 000/003
+#: ``busbar-webrequest-hook``: name and alias of one plugin). Its ``settings.url`` is SSRF-checked.
+WEBREQUEST_MODULES = ("busbar-webrequest-hook", "busbar-webrequest")
+BUILTIN_CHAIN_MODULE = "keys"
+BUILTIN_ADMIN_MODULE = "admin-tokens"
+
+#: Branch tags of every tagged union below; they appear in pydantic error locations only.
+UNION_TAGS: set[str] = set()
+
+
+class Strict(BaseModel):
+    """Base of every config model: unknown keys are faults (typo fail-closed), values are not coerced
+    (``weight: "2"`` is a fault, not 2), and attribute docstrings document the key."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+
+def tagged_union(branches: dict[str, Any], pick: Callable[[Any], str | None], *, error: str,
+                 message: str) -> Any:
+    """A union whose branch is chosen by ``pick(value)`` (a tag of ``branches`` or None).
+
+    Args:
+        branches: tag -> type, e.g. ``{"~strategy": str, "~ref": HookRef}``.
+        pick: returns the tag for a raw value (dict, str, ...) or an already-built model; None means
+            no branch fits, reported as ``error`` / ``message`` at the union's own location.
+        error: the pydantic error type for "no branch fits" (``hook_entry``).
+        message: the operator-facing text for it (``must be a strategy name or { module: ... }``).
+    """
+    UNION_TAGS.update(branches)
+    members = tuple(Annotated[t, Tag(tag)] for tag, t in branches.items())
+    return Annotated[Union[members], Discriminator(pick, custom_error_type=error,  # type: ignore[valid-type]
+                                                   custom_error_message=message)]
+
+
+# ---------------------------------------------------------------- secret references
+
+
+class EnvRef(Strict):
+    """``{ env: VAR }``: the value of environment variable VAR, read once at boot (unset = empty)."""
+
+    env: str
+    """Name of the environment variable holding the secret."""
+
+
+class FileRef(Strict):
+    """``{ file: /path }``: the file's contents (surrounding whitespace trimmed), read once at boot."""
+
+    file: str
+    """Path of the file holding the secret (PEM, token, ...)."""
+
+
+class ModuleRef(Strict):
+    """``{ module: <secret-plugin>, settings: {...} }``: resolved by a loaded kind: secret plugin."""
+
+    module: str
+    """Manifest name or alias of a kind: secret plugin (needs plugins.enabled: true)."""
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """The secret plugin's own opaque configuration."""
+
+
+SECRET_HINT = ("must be a secret reference: { env: VAR }, { file: /path } or "
+               "{ module: <secret-plugin>, settings: {...} }")
+
+
+def _secret_kind(v: Any) -> str | None:
+    if isinstance(v, EnvRef):
+        return "~env"
+    if isinstance(v, FileRef):
+        return "~file"
+    if isinstance(v, ModuleRef):
+        return "~module"
+    if isinstance(v, dict):
+        for key in ("env", "file", "module"):
+            if key in v:
+                return "~" + key
+    return None
+
+
+SecretRef = tagged_union({"~env": EnvRef, "~file": FileRef, "~module": ModuleRef}, _secret_kind,
+                         error="secret_ref", message=SECRET_HINT)
+"""A secret reference (never a literal secret): env, file or module."""

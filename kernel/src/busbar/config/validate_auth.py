@@ -1,0 +1,166 @@
+"""Validation of the front door and the admin door: listeners, TLS, ``auth:``, ``store:``.
+
+Rows (seeds 001 "Startup validation summary"): auth.chain names an unknown module (keys, or a
+kind: auth plugin: needs plugins.enabled, and with the loader's catalog a loadable plugin),
+role_bindings faults (a binding under a module in no chain; a bound group that does not exist; a
+pool that does not exist), Admin token blank, Exposed admin without mTLS, Plugin store without
+plugins, Plugin store unresolved (with a catalog); the "listen" and "tls" rules of seeds 001
+(host:port, PEM files that load); and the warnings chain: [] (open front door), admin_auth: []
+(open admin), the ephemeral memory store with the keys verifier.
+
+Secret values are resolved here only to judge them (blank token, PEM shape); nothing is kept.
+"""
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from busbar.config.schema_base import BUILTIN_ADMIN_MODULE, BUILTIN_CHAIN_MODULE
+
+_PEM = {"cert": ("CERTIFICATE",), "key": ("PRIVATE KEY",), "client_ca": ("CERTIFICATE",)}  # header words
+
+
+def split_hostport(value: str) -> tuple[str, int] | None:
+    """``"0.0.0.0:8080"`` / ``"[::1]:8081"`` / ``":8080"`` -> (host, port); None when malformed."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        return None
+    if host.startswith("["):
+        if not host.endswith("]"):
+            return None
+        host = host[1:-1]
+    elif ":" in host:
+        return None  # an IPv6 literal needs brackets: [::1]:8081
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback IP literals; an empty host binds every interface."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_listeners(ctx: Any) -> None:
+    """listen / admin_listen shape, the admin exposure rule, and both TLS blocks."""
+    cfg = ctx.cfg
+    addrs = {}
+    for key in ("listen", "admin_listen"):
+        value = getattr(cfg, key)
+        parsed = split_hostport(value)
+        if parsed is None:
+            ctx.err(key, f"'{value}' is not host:port (e.g. 0.0.0.0:8080, [::1]:8081)")
+        else:
+            addrs[key] = parsed
+    if len(addrs) == 2:
+        (h1, p1), (h2, p2) = addrs["listen"], addrs["admin_listen"]
+        wild = ("", "0.0.0.0", "::")
+        if p1 == p2 and p1 != 0 and (h1 == h2 or h1 in wild or h2 in wild):
+            ctx.err("admin_listen", f"'{cfg.admin_listen}' collides with listen '{cfg.listen}'; the admin "
+                                    f"API runs on its own listener (default 127.0.0.1:8081)")
+    admin = addrs.get("admin_listen")
+    mtls = cfg.admin_tls is not None and cfg.admin_tls.client_ca is not None
+    if admin is not None and not is_loopback(admin[0]) and not mtls:
+        if cfg.admin_insecure:
+            ctx.warn("admin_listen", f"'{cfg.admin_listen}' exposes the admin API on the network without "
+                                     f"mTLS (admin_insecure: true)")
+        else:
+            ctx.err("admin_listen", f"'{cfg.admin_listen}' exposes the admin API on the network without "
+                                    f"mTLS; bind it to 127.0.0.1, or set admin_tls with client_ca, or set "
+                                    f"admin_insecure: true deliberately")
+    for block in ("tls", "admin_tls"):
+        tls = getattr(cfg, block)
+        if tls is None:
+            continue
+        for part in ("cert", "key", "client_ca"):
+            ref = getattr(tls, part)
+            if ref is None:
+                continue
+            value = ctx.secret(ref, f"{block}.{part}")
+            if value is None:
+                continue
+            if not value.strip():
+                ctx.err(f"{block}.{part}", "resolves to an empty value; point it at a PEM file")
+            elif not ("-----BEGIN" in value and _PEM[part][0] in value):
+                what = "a PEM private key" if part == "key" else "PEM certificates"
+                ctx.err(f"{block}.{part}", f"does not hold {what} (no -----BEGIN ... {_PEM[part][0]}----- "
+                                           f"block); point it at the right file")
+
+
+def _entries(ctx: Any, which: str) -> list[str]:
+    cfg = ctx.cfg
+    names: list[str] = []
+    for i, mod in enumerate(cfg.auth.modules(which)):  # type: ignore[arg-type]
+        path = f"auth.{which}[{i}]"
+        if mod.name in names:
+            ctx.err(path, f"'{mod.name}' is listed twice; keep one entry per module")
+        names.append(mod.name)
+        if mod.token is not None and mod.name != BUILTIN_ADMIN_MODULE:
+            ctx.err(f"{path}.{mod.name}.token", f"token: is for the built-in {BUILTIN_ADMIN_MODULE} module "
+                                                f"only; put '{mod.name}''s own config under settings:")
+        if which == "chain" and mod.name == BUILTIN_ADMIN_MODULE:
+            ctx.err(path, f"{BUILTIN_ADMIN_MODULE} gates the admin API only; move it to auth.admin_auth")
+        elif which == "admin_auth" and mod.name == BUILTIN_CHAIN_MODULE:
+            ctx.err(path, f"{BUILTIN_CHAIN_MODULE} verifies data-plane keys, which carry no admin scope; "
+                          f"use {BUILTIN_ADMIN_MODULE} or an identity-provider auth plugin")
+        elif mod.name not in (BUILTIN_CHAIN_MODULE, BUILTIN_ADMIN_MODULE):
+            ctx.plugin_ref(mod.name, path, kind="auth")
+        if mod.name == BUILTIN_ADMIN_MODULE and mod.token is not None:
+            token = ctx.secret(mod.token, f"{path}.{mod.name}.token")
+            if token is not None and not token.strip():
+                ctx.err(f"{path}.{mod.name}.token", "the admin token resolves to a blank value; set the "
+                                                    "variable / file it names to a non-blank secret")
+    return names
+
+
+def check_auth(ctx: Any) -> None:
+    """Chains, role bindings, the signing key and the auth-related warnings."""
+    cfg = ctx.cfg
+    auth = cfg.auth
+    chain = _entries(ctx, "chain")
+    admin = _entries(ctx, "admin_auth")
+    if not chain:
+        ctx.warn("auth.chain", "[] is an open front door: no client authentication (development only)")
+    if not admin:
+        ctx.warn("auth.admin_auth", "[] is an OPEN admin API: no admin authentication (development only)")
+    if BUILTIN_CHAIN_MODULE in chain and cfg.store.module == "memory":
+        ctx.warn("store.module", "the ephemeral memory store with the keys verifier: minted keys, usage and "
+                                 "the revocation denylist reset on restart; choose a durable store.module")
+    if auth.signing_key is not None:
+        value = ctx.secret(auth.signing_key, "auth.signing_key")
+        if value is not None and not value.strip():
+            ctx.err("auth.signing_key", "resolves to an empty value; fix the reference, or remove "
+                                        "signing_key to generate one on first boot")
+    modules = set(chain) | set(admin)
+    for module, roles in auth.role_bindings.items():
+        if module in (BUILTIN_CHAIN_MODULE, BUILTIN_ADMIN_MODULE):
+            ctx.err(f"auth.role_bindings.{module}", f"{module} asserts no roles, so these bindings can never "
+                                                    f"apply; bind roles under an identity-provider module")
+        elif module not in modules:
+            known = ", ".join(sorted(modules - {BUILTIN_CHAIN_MODULE, BUILTIN_ADMIN_MODULE})) or "none"
+            ctx.err(f"auth.role_bindings.{module}", f"'{module}' is not a module in auth.chain or "
+                                                    f"auth.admin_auth (modules: {known}); bind roles under "
+                                                    f"the module that asserts them")
+        for role, b in roles.items():
+            where = f"auth.role_bindings.{module}.{role}"
+            if b.group is not None and b.group not in cfg.groups:
+                ctx.err(f"{where}.group", f"'{b.group}' is not a configured group; add it under groups: "
+                                          f"or fix the name")
+            for i, pool in enumerate(b.allowed_pools or []):
+                if pool not in cfg.pools:
+                    ctx.err(f"{where}.allowed_pools[{i}]", f"'{pool}' is not a configured pool; fix the "
+                                                           f"name (omit allowed_pools for all pools)")
+
+
+def check_store(ctx: Any) -> None:
+    """store.module: memory takes no settings; anything else is a kind: store plugin."""
+    store = ctx.cfg.store
+    if store.module == "memory":
+        if store.settings:
+            ctx.err("store.settings", "the compiled-in memory store takes no settings; remove them or "
+                                      "choose a durable store.module")
+        return
+    ctx.plugin_ref(store.module, "store.module", kind="store")

@@ -1,0 +1,67 @@
+"""Validation of ``limits:``, ``observability:``, ``metrics:``, ``security:`` and ``advanced:``.
+
+Seeds 001 rules: the limit fields are counts, sizes and durations (a 0 body cap or timeout would
+refuse every request; the "0 = unlimited" ones say so); ``reasoning_effort_budgets`` ascending and
+> 0; ``otlp_url`` loopback http allowed, remote https, SSRF-guarded (RFC-1918, link-local, CGNAT,
+metadata refused); ``request_log_webhook_url`` https only, SSRF-guarded; ``metrics.buffer_seconds``
+≥ 1; ``security.allow_all_metadata: true`` logs a startup warning. Both URLs go through the one
+SSRF guard (handout C032).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+# field -> minimum (0 where seeds 001 defines 0 as "unlimited" / "off")
+_LIMIT_MIN = {
+    "max_inbound_concurrent": 0, "request_body_max_bytes": 1, "upstream_request_timeout_secs": 1,
+    "tls_handshake_timeout_secs": 1, "request_body_read_timeout_secs": 1, "pool_max_idle_per_host": 0,
+    "pool_idle_timeout_secs": 0, "hard_down_cooldown_secs": 1, "upstream_error_body_max_bytes": 1,
+    "max_honored_retry_after_secs": 0, "default_max_tokens": 1, "max_keys_per_principal": 0,
+    "max_auto_provisioned_groups": 0,
+}
+
+
+def _limits(ctx: Any) -> None:
+    limits = ctx.cfg.limits
+    defaults = type(limits)()
+    for name, minimum in _LIMIT_MIN.items():
+        value = getattr(limits, name)
+        if value < minimum:
+            zero = " (0 = unlimited)" if minimum == 0 else ""
+            ctx.err(f"limits.{name}", f"{value} is not allowed; must be ≥ {minimum}{zero} "
+                                      f"(default {getattr(defaults, name)})")
+    if limits.stream_keepalive_secs <= 0:
+        ctx.err("limits.stream_keepalive_secs", f"{limits.stream_keepalive_secs} is not allowed; must be > 0 "
+                                                f"(default 15)")
+    b = limits.reasoning_effort_budgets
+    if not (0 < b.minimal < b.low < b.medium < b.high):
+        ctx.err("limits.reasoning_effort_budgets", f"must be ascending and all > 0 (minimal < low < medium "
+                                                   f"< high), found {b.minimal}, {b.low}, {b.medium}, {b.high}")
+
+
+def check(ctx: Any) -> None:
+    """limits, observability, metrics, security, advanced."""
+    cfg = ctx.cfg
+    _limits(ctx)
+    obs = cfg.observability
+    if obs.otlp_url is not None:
+        ctx.url(obs.otlp_url, "observability.otlp_url", allow_private=False)
+    if obs.request_log_webhook_url is not None:
+        ctx.url(obs.request_log_webhook_url, "observability.request_log_webhook_url", allow_private=False,
+                require_https=True)
+    for name, default in (("max_inflight_webhook_deliveries", 64), ("webhook_delivery_timeout_secs", 2)):
+        if getattr(obs, name) < 1:
+            ctx.err(f"observability.{name}", f"must be ≥ 1 (default {default})")
+    if cfg.metrics is not None and cfg.metrics.buffer_seconds < 1:
+        ctx.err("metrics.buffer_seconds", "must be ≥ 1 (seconds of observations to retain, e.g. 60)")
+    if cfg.security.allow_all_metadata:
+        ctx.warn("security.allow_all_metadata", "true disables the cloud-metadata SSRF denylist for every "
+                                                "egress path; development use only")
+    adv = cfg.advanced
+    for name, default in (("rate_sweep_interval", 256), ("usage_flush_interval_ms", 100)):
+        if getattr(adv, name) < 1:
+            ctx.err(f"advanced.{name}", f"must be ≥ 1 (default {default})")
+    if adv.worker_threads is not None and adv.worker_threads < 1:
+        ctx.err("advanced.worker_threads", "must be ≥ 1 (omit it for one per core)")
+    if adv.upstream_http1_only and adv.upstream_h2_prior_knowledge:
+        ctx.err("advanced.upstream_h2_prior_knowledge", "contradicts upstream_http1_only: true; keep one")

@@ -1,0 +1,46 @@
+"""`busbar --migrate-config OLD.yaml > NEW.yaml`: new YAML on stdout, change summary on stderr, exit 0;
+both seeds 002 configs then pass `busbar --validate` once plugins are enabled (seeds 001 "Migrating a
+1.4.x config"; seeds 002)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BUSBAR = str(Path(sys.executable).parent / "busbar")
+LEGACY = Path(__file__).resolve().parents[1] / "data" / "config_corpus" / "legacy"
+
+
+def run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([BUSBAR, *args], capture_output=True, text=True, env={**os.environ, **(env or {})},
+                          timeout=60)
+
+
+@pytest.mark.parametrize("name", ["002-route-socket.yaml", "002-route-webhook.yaml"])
+def test_seed_002_configs_migrate_and_validate(tmp_path: Path, name: str) -> None:
+    old = tmp_path / "old.yaml"
+    old.write_text("\n".join(line for line in (LEGACY / name).read_text().split("\n")
+                             if not line.startswith("#|") and line != "---"))
+    r = run(["--migrate-config", str(old)])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("# Busbar 1.5.0 config, converted from old.yaml by busbar --migrate-config.")
+    assert "migrate: pools.my-smart-model.members[0].target -> model" in r.stderr
+    assert r.stderr.rstrip().endswith("review them, then run busbar --validate")
+    new = tmp_path / "config.yaml"
+    new.write_text(r.stdout + "plugins: { enabled: true }\n")
+    v = run(["--validate", "--config", str(new)], {"ANTHROPIC_KEY": "sk"})
+    assert v.returncode == 0, v.stderr
+    assert "Traceback" not in r.stderr + v.stderr
+
+
+def test_migrate_unreadable_or_not_a_config(tmp_path: Path) -> None:
+    r = run(["--migrate-config", str(tmp_path / "absent.yaml")])
+    assert r.returncode == 2 and r.stderr.strip() == f"{tmp_path / 'absent.yaml'}: cannot read: No such file or directory"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- just\n- a list\n")
+    r = run(["--migrate-config", str(bad)])
+    assert r.returncode == 2 and r.stderr.strip() == "bad.yaml: not a YAML mapping (expected a Busbar config document)"
+    assert r.stdout == ""

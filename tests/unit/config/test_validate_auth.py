@@ -1,0 +1,192 @@
+"""Startup validation rows for listeners, tls, auth: and store: (seeds 001 "listen", "tls", "auth",
+"store", "plugins", "Startup validation summary"): one minimal config per row, the exact line."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from busbar.config.errors import ConfigError
+from busbar.config.load import load_config_text
+
+ENV = {"K": "sk-test", "ADMIN": "s3cret"}
+BASE = """\
+providers:
+  anthropic: { api_key: { env: K } }
+models:
+  claude: { provider: anthropic }
+pools:
+  fast: { members: [ { model: claude } ] }
+"""
+PEM = "-----BEGIN CERTIFICATE-----\nMII\n-----END CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\nMII\n-----END PRIVATE KEY-----\n"
+
+
+def faults(extra: str, env: dict[str, str] | None = None, **kw: object) -> list[str]:
+    with pytest.raises(ConfigError) as exc:
+        load_config_text(BASE + textwrap.dedent(extra), ENV if env is None else env, **kw)  # type: ignore[arg-type]
+    return exc.value.faults
+
+
+def warnings(extra: str, env: dict[str, str] | None = None, **kw: object) -> list[str]:
+    return load_config_text(BASE + textwrap.dedent(extra), ENV if env is None else env, **kw).warnings  # type: ignore[arg-type]
+
+
+class Catalog:
+    def __init__(self, **kinds: str):
+        self.kinds = kinds
+
+    def kind_of(self, name: str) -> str | None:
+        return self.kinds.get(name)
+
+
+# --- listeners and TLS ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["8080", "localhost", "0.0.0.0:99999", "::1:8080"])
+def test_listen_must_be_host_port(value: str) -> None:
+    assert faults(f"listen: '{value}'\n") == [
+        f"config.yaml: listen: '{value}' is not host:port (e.g. 0.0.0.0:8080, [::1]:8081)"]
+
+
+def test_admin_listen_collides_with_listen() -> None:
+    assert faults("listen: 0.0.0.0:8081\n") == [
+        "config.yaml: admin_listen: '127.0.0.1:8081' collides with listen '0.0.0.0:8081'; the admin API runs on its "
+        "own listener (default 127.0.0.1:8081)"]
+
+
+def test_exposed_admin_without_mtls() -> None:
+    assert faults("admin_listen: 0.0.0.0:8081\n") == [
+        "config.yaml: admin_listen: '0.0.0.0:8081' exposes the admin API on the network without mTLS; bind it to "
+        "127.0.0.1, or set admin_tls with client_ca, or set admin_insecure: true deliberately"]
+    assert "config.yaml: admin_listen: '0.0.0.0:8081' exposes the admin API on the network without mTLS " \
+           "(admin_insecure: true)" in warnings("admin_listen: 0.0.0.0:8081\nadmin_insecure: true\n")
+    mtls = ("admin_listen: '[::]:8081'\nadmin_tls: { cert: { file: /c.pem }, key: { file: /k.pem }, "
+            "client_ca: { file: /ca.pem } }\n")
+    load_config_text(BASE + mtls, ENV, read_file=lambda p: PEM)
+    load_config_text(BASE + "admin_listen: '[::1]:8081'\n", ENV)
+    load_config_text(BASE + "admin_listen: localhost:9000\n", ENV)
+
+
+def test_tls_files_must_hold_pem() -> None:
+    tls = "tls: { cert: { file: /etc/busbar/tls/fullchain.pem }, key: { env: TLS_KEY } }\n"
+    assert faults(tls, env={**ENV, "TLS_KEY": ""}, read_file=lambda p: "hello") == [
+        "config.yaml: tls.cert: does not hold PEM certificates (no -----BEGIN ... CERTIFICATE----- block); point it "
+        "at the right file",
+        "config.yaml: tls.key: resolves to an empty value; point it at a PEM file"]
+    assert faults(tls, env={**ENV, "TLS_KEY": "x"}) == [
+        "config.yaml: tls.cert: cannot read secret file /etc/busbar/tls/fullchain.pem: No such file or directory; "
+        "fix the path or its permissions",
+        "config.yaml: tls.key: does not hold a PEM private key (no -----BEGIN ... PRIVATE KEY----- block); point it "
+        "at the right file"]
+
+
+# --- auth chains --------------------------------------------------------------------------------------
+
+
+def test_chain_module_needs_plugins_or_the_catalog() -> None:
+    assert faults("auth: { chain: [keys, oidc] }\n") == [
+        "config.yaml: auth.chain[1]: 'oidc' is a kind: auth plugin but plugins.enabled is false; set "
+        "plugins.enabled: true and install its tarball in plugins.dir"]
+    enabled = "plugins: { enabled: true }\nauth: { chain: [keys, oidc, ldap] }\n"
+    assert faults(enabled, plugins=Catalog(oidc="auth", ldap="hook")) == [
+        "config.yaml: auth.chain[2]: 'ldap' is a kind: hook plugin, not a kind: auth plugin; name a kind: auth "
+        "plugin"]
+
+
+def test_builtin_modules_in_the_wrong_chain_and_token_on_the_wrong_module() -> None:
+    assert faults("auth: { chain: [admin-tokens, keys, keys], admin_auth: [keys] }\n") == [
+        "config.yaml: auth.chain[0]: admin-tokens gates the admin API only; move it to auth.admin_auth",
+        "config.yaml: auth.chain[2]: 'keys' is listed twice; keep one entry per module",
+        "config.yaml: auth.admin_auth[0]: keys verifies data-plane keys, which carry no admin scope; use "
+        "admin-tokens or an identity-provider auth plugin"]
+    assert faults("auth: { chain: [ { keys: { token: { env: ADMIN } } } ] }\n") == [
+        "config.yaml: auth.chain[0].keys.token: token: is for the built-in admin-tokens module only; put 'keys''s "
+        "own config under settings:"]
+
+
+def test_admin_token_blank() -> None:
+    admin = "auth:\n  admin_auth:\n    - admin-tokens: { token: { env: ADMIN } }\n"
+    assert faults(admin, env={"K": "sk", "ADMIN": "   "}) == [
+        "config.yaml: auth.admin_auth[0].admin-tokens.token: the admin token resolves to a blank value; set the "
+        "variable / file it names to a non-blank secret"]
+    assert faults(admin, env={"K": "sk"}) == [
+        "config.yaml: auth.admin_auth[0].admin-tokens.token: the admin token resolves to a blank value; set the "
+        "variable / file it names to a non-blank secret"]
+    assert warnings(admin) == ["config.yaml: auth.chain: [] is an open front door: no client authentication "
+                               "(development only)"]
+
+
+def test_role_bindings_faults() -> None:
+    text = """\
+    plugins: { enabled: true }
+    groups: { acme: {} }
+    auth:
+      chain: [keys, ad]
+      role_bindings:
+        ad:
+          growth-eng: { allowed_pools: [fast, slow], group: growth }
+          platform: { group: acme, admin_scope: full }
+        oidc:
+          dev: { group: acme }
+        keys:
+          x: {}
+    """
+    assert faults(text) == [
+        "config.yaml: auth.role_bindings.ad.growth-eng.group: 'growth' is not a configured group; add it under "
+        "groups: or fix the name",
+        "config.yaml: auth.role_bindings.ad.growth-eng.allowed_pools[1]: 'slow' is not a configured pool; fix the "
+        "name (omit allowed_pools for all pools)",
+        "config.yaml: auth.role_bindings.oidc: 'oidc' is not a module in auth.chain or auth.admin_auth (modules: "
+        "ad); bind roles under the module that asserts them",
+        "config.yaml: auth.role_bindings.keys: keys asserts no roles, so these bindings can never apply; bind roles "
+        "under an identity-provider module"]
+
+
+def test_auth_entry_shapes() -> None:
+    assert faults("auth: { chain: [ { a: {}, b: {} } ] }\n") == [
+        "config.yaml: auth.chain[0]: an entry names exactly one module; write one list entry per module"]
+    assert faults("auth: { chain: [ 5 ] }\n") == [
+        "config.yaml: auth.chain[0]: must be a module name (- keys) or a single-key map (- <module>: { "
+        "max_admin_scope?, settings?, token? }), found 5"]
+    assert faults("plugins: { enabled: true }\nauth: { chain: [ { ad: { max_admin_scope: root } } ] }\n") == [
+        "config.yaml: auth.chain[0].ad.max_admin_scope: 'root' is not allowed; use 'read-only', 'hooks-register', "
+        "'mint' or 'full'"]
+    cfg = load_config_text(BASE + "auth: { chain: [ keys: ] }\n", ENV).config
+    assert cfg.auth.modules("chain")[0].name == "keys"
+
+
+def test_signing_key_that_resolves_empty() -> None:
+    assert faults("auth: { signing_key: { env: SIGNING } }\n") == [
+        "config.yaml: auth.signing_key: resolves to an empty value; fix the reference, or remove signing_key to "
+        "generate one on first boot"]
+
+
+def test_auth_warnings() -> None:
+    assert warnings("auth: { chain: [keys], admin_auth: [] }\n") == [
+        "config.yaml: auth.admin_auth: [] is an OPEN admin API: no admin authentication (development only)",
+        "config.yaml: store.module: the ephemeral memory store with the keys verifier: minted keys, usage and the "
+        "revocation denylist reset on restart; choose a durable store.module"]
+
+
+# --- store --------------------------------------------------------------------------------------------
+
+
+def test_plugin_store_without_plugins_names_the_flag() -> None:
+    assert faults("store: { module: postgres, settings: { url: 'postgres://h/db' } }\n") == [
+        "config.yaml: store.module: 'postgres' is a kind: store plugin but plugins.enabled is false; set "
+        "plugins.enabled: true and install its tarball in plugins.dir"]
+
+
+def test_plugin_store_unresolved_with_the_catalog() -> None:
+    text = "plugins: { enabled: true }\nstore: { module: dynamo }\n"
+    assert faults(text, plugins=Catalog()) == [
+        "config.yaml: store.module: 'dynamo' does not resolve to a loadable plugin in plugins.dir (plugins); "
+        "install its signed tarball or fix the name (busbar --list-plugins shows what loads)"]
+    assert warnings(text, plugins=Catalog(dynamo="store")) == [
+        "config.yaml: auth.chain: [] is an open front door: no client authentication (development only)"]
+
+
+def test_memory_store_takes_no_settings() -> None:
+    assert faults("store: { settings: { db_path: x.db } }\n") == [
+        "config.yaml: store.settings: the compiled-in memory store takes no settings; remove them or choose a "
+        "durable store.module"]
