@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from busbar.config.errors import ConfigError
 from busbar.config.legacy import legacy_markers
 from busbar.config.load import load_config_text
 from busbar.config.migrate import FLIP_WARNING, MigrateError, migrate_text
 from busbar.config.migrate_emit import render
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[3]
 LEGACY = ROOT / "tests" / "data" / "config_corpus" / "legacy"
@@ -27,7 +26,7 @@ ENABLE = "plugins: { enabled: true }\n"
 def old_config(name: str) -> tuple[str, dict[str, str]]:
     """A legacy corpus file as one config document (header dropped, fragment + context joined)."""
     text = (LEGACY / name).read_text("utf-8")
-    env_line = re.search(r"^#\| env: (.*)$", text, re.M)
+    env_line = re.search(r"^#\| env: (.*)$", text, re.MULTILINE)
     env = {v: f"value-{v}" for v in (env_line.group(1).split() if env_line else [])}
     body = "\n".join(line for line in text.split("\n") if not line.startswith("#|") and line != "---")
     return body, env
@@ -45,7 +44,7 @@ def test_old_config_is_refused_then_migrates_into_a_valid_config(name: str) -> N
     with pytest.raises(ConfigError) as exc:
         load_config_text(text, env)
     assert all(f.endswith("this looks like a Busbar 1.x config; run busbar --migrate-config") for f in exc.value.faults)
-    result, new, env = migrated(name)
+    _, new, env = migrated(name)
     assert legacy_markers(yaml.safe_load(new)) == []
     with pytest.raises(ConfigError) as exc:
         load_config_text(new, env)       # the migrator never flips the plugin master switch itself
@@ -77,7 +76,7 @@ def test_member_cost_per_mtok_becomes_a_rate_card_that_keeps_the_cheapest_order(
 
 
 def test_socket_route_keeps_its_settings_with_a_todo() -> None:
-    result, new, env = migrated("002-route-socket.yaml")
+    _, new, env = migrated("002-route-socket.yaml")
     ref = load_config_text(new + ENABLE, env).config.pools["my-smart-model"].hooks[0]
     assert (ref.module, ref.settings, ref.timeout_ms, ref.on_error) == \
         ("socket-router-hook", {"socket": "/run/busbar/router.sock"}, 1, "weighted")
@@ -87,7 +86,7 @@ def test_socket_route_keeps_its_settings_with_a_todo() -> None:
 
 
 def test_14x_every_marker_converted() -> None:
-    result, new, env = migrated("14x-full.yaml")
+    _, new, env = migrated("14x-full.yaml")
     cfg = load_config_text(new + ENABLE, env).config
     assert [m.name for m in cfg.auth.modules("chain")] == ["keys", "oidc"]
     assert cfg.auth.modules("admin_auth")[0].token.env == "BUSBAR_ADMIN_TOKEN"

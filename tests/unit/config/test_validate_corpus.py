@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from busbar.config.errors import ConfigError
 from busbar.config.load import load_config_text
 
@@ -34,7 +33,7 @@ def fake_read_file(path: str) -> str:
 
 def parse_corpus(path: Path) -> dict[str, Any]:
     text = path.read_text("utf-8")
-    header = dict(re.findall(r"^#\| (\w+): (.*)$", text, re.M))
+    header = dict(re.findall(r"^#\| (\w+): (.*)$", text, re.MULTILINE))
     body = "\n".join(line for line in text.split("\n") if not line.startswith("#| "))
     fragment, _, context = body.partition("\n---\n")
     sub = header.get("substitute")

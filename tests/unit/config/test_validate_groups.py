@@ -6,7 +6,6 @@ import textwrap
 
 import pytest
 import yaml
-
 from busbar.config.errors import ConfigError
 from busbar.config.load import load_config_text
 

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from busbar.config.errors import ConfigError
 from busbar.config.load import load_config, load_config_text
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ENV = {"K": "sk-test"}
 BASE = "providers:\n  anthropic: { api_key: { env: K } }\nmodels:\n  claude: { provider: anthropic }\n"

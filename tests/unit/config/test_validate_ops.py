@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from busbar.config.errors import ConfigError
 from busbar.config.load import load_config_text
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 from busbar.config.errors import ConfigError
 from busbar.config.load import load_config_text
 

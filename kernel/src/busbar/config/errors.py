@@ -18,8 +18,9 @@ Source: seeds 001 "Startup validation summary"; STYLE.md §4.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 

@@ -20,10 +20,11 @@ Path resolution (seeds 001 "Environment variables"): ``--config``/``BUSBAR_CONFI
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 from pydantic import ValidationError

@@ -33,19 +33,55 @@ from typing import Any
 
 from pydantic import Field, RootModel, field_validator, model_validator
 
-from busbar.config.schema_access import (AuthConfig, AuthEntryBody, AuthModule, ChildDefault,
-                                         GroupConfig, GroupLimit, RateCardEntry, RoleBinding)
-from busbar.config.schema_base import (ADMIN_SCOPES, AUTH_STYLES, DISPOSITION_CLASSES, ON_ERROR_TERMINALS,
-                                       PROTOCOLS, STRATEGIES, WEBREQUEST_MODULES, WINDOWS, EnvRef,
-                                       FileRef, ModuleRef, SecretRef, Strict)
-from busbar.config.schema_ops import (AdvancedConfig, LimitsConfig, MetricsConfig, ObservabilityConfig,
-                                      ReasoningBudgets, SecurityConfig, StoreConfig, TlsConfig)
+from busbar.config.schema_access import (
+    AuthConfig,
+    AuthEntryBody,
+    AuthModule,
+    ChildDefault,
+    GroupConfig,
+    GroupLimit,
+    RateCardEntry,
+    RoleBinding,
+)
+from busbar.config.schema_base import (
+    ADMIN_SCOPES,
+    AUTH_STYLES,
+    DISPOSITION_CLASSES,
+    ON_ERROR_TERMINALS,
+    PROTOCOLS,
+    STRATEGIES,
+    WEBREQUEST_MODULES,
+    WINDOWS,
+    EnvRef,
+    FileRef,
+    ModuleRef,
+    SecretRef,
+    Strict,
+)
+from busbar.config.schema_ops import (
+    AdvancedConfig,
+    LimitsConfig,
+    MetricsConfig,
+    ObservabilityConfig,
+    ReasoningBudgets,
+    SecurityConfig,
+    StoreConfig,
+    TlsConfig,
+)
 from busbar.config.schema_plugins import PluginsConfig
-from busbar.config.schema_pools import (AffinityConfig, BreakerConfig, FailoverConfig, FallbackPool,
-                                        HookEntry, HookRef, MemberConfig, OnErrorHook, PoolConfig,
-                                        TripConfig)
-from busbar.config.schema_providers import (CatalogProvider, DeploymentProvider, HealthConfig,
-                                            ModelConfig)
+from busbar.config.schema_pools import (
+    AffinityConfig,
+    BreakerConfig,
+    FailoverConfig,
+    FallbackPool,
+    HookEntry,
+    HookRef,
+    MemberConfig,
+    OnErrorHook,
+    PoolConfig,
+    TripConfig,
+)
+from busbar.config.schema_providers import CatalogProvider, DeploymentProvider, HealthConfig, ModelConfig
 
 __all__ = [
     "ADMIN_SCOPES", "AUTH_STYLES", "DISPOSITION_CLASSES", "ON_ERROR_TERMINALS", "PROTOCOLS",

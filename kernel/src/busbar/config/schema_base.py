@@ -1,8 +1,8 @@
 """Shared building blocks of the config models: the strict base, secret references, vocabularies.
 
-What lives here: :class:`Strict` (unknown keys rejected, no type coercion, attribute docstrings become
-the JSON-Schema descriptions that ``docs/config-at-a-glance.md`` is generated from), the secret
-reference union, the closed vocabularies validation checks against, and :func:`tagged_union` (a
+What lives here: :class:`Strict` (unknown keys rejected, no type coercion; the docstring under each
+field becomes its JSON-Schema description, which ``docs/config-at-a-glance.md`` is generated
+from), the secret reference union, the closed vocabularies validation checks against, and :func:`tagged_union` (a
 discriminated union whose errors name one branch only). What must not: cross-reference checks
 (``busbar.config.validate*``) and section models (``schema_*.py``).
 
@@ -16,7 +16,8 @@ interpolation" (secret references are not interpolation), "providers" (api_key).
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable, Union
+from collections.abc import Callable
+from typing import Annotated, Any, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
@@ -40,9 +41,14 @@ UNION_TAGS: set[str] = set()
 
 class Strict(BaseModel):
     """Base of every config model: unknown keys are faults (typo fail-closed), values are not coerced
-    (``weight: "2"`` is a fault, not 2), and attribute docstrings document the key."""
+    (``weight: "2"`` is a fault, not 2).
 
-    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+    Each field is documented by the docstring right under it; ``busbar.config.schema_export`` reads them
+    into the JSON Schema (not pydantic's ``use_attribute_docstrings``, which re-parses every class's
+    source at import and would double the cost of every boot).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def tagged_union(branches: dict[str, Any], pick: Callable[[Any], str | None], *, error: str,
@@ -58,7 +64,7 @@ def tagged_union(branches: dict[str, Any], pick: Callable[[Any], str | None], *,
     """
     UNION_TAGS.update(branches)
     members = tuple(Annotated[t, Tag(tag)] for tag, t in branches.items())
-    return Annotated[Union[members], Discriminator(pick, custom_error_type=error,  # type: ignore[valid-type]
+    return Annotated[Union[members], Discriminator(pick, custom_error_type=error,  # noqa: UP007
                                                    custom_error_message=message)]
 
 

@@ -40,12 +40,71 @@ class _WithFactoryDefaults(GenerateJsonSchema):
         return value
 
 
+def attribute_docs(cls: type) -> dict[str, str]:
+    """Field name -> the docstring written right under the field, over the class and its bases."""
+    import ast
+    import inspect
+    import itertools
+    import textwrap
+
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass.__module__.startswith(("pydantic", "builtins")):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for field, doc in itertools.pairwise(body):
+            if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+                    and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)
+                    and isinstance(doc.value.value, str)):
+                out[field.target.id] = inspect.cleandoc(doc.value.value)
+    return out
+
+
+def _models(root: Any) -> dict[str, type]:
+    """Every pydantic model reachable from ``root``'s fields, by class name."""
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    found: dict[str, type] = {}
+    todo: list[Any] = [root]
+    while todo:
+        tp = todo.pop()
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            if tp.__name__ in found:
+                continue
+            found[tp.__name__] = tp
+            todo += [f.annotation for f in tp.model_fields.values()]
+        else:
+            todo += list(get_args(tp))
+    return found
+
+
+def _describe(schema: dict[str, Any], root: Any) -> None:
+    """Copy the field docstrings into ``properties.*.description`` (root and every ``$defs`` entry)."""
+    models = _models(root)
+    targets = [(root.__name__, schema)] + list(schema.get("$defs", {}).items())
+    for name, node in targets:
+        cls = models.get(name)
+        if cls is None or not isinstance(node.get("properties"), dict):
+            continue
+        docs = attribute_docs(cls)
+        for key, prop in node["properties"].items():
+            if key in docs and "description" not in prop:
+                prop["description"] = docs[key]
+
+
 def config_json_schema(which: str = "config") -> dict[str, Any]:
     """JSON Schema of config.yaml (``which="config"``) or providers.yaml (``"providers"``)."""
     from busbar.config.schema import Catalog, DeploymentConfig
 
     model: Any = DeploymentConfig if which == "config" else Catalog
     schema = model.model_json_schema(schema_generator=_WithFactoryDefaults)
+    _describe(schema, model)
     title = "Busbar config.yaml" if which == "config" else "Busbar providers.yaml"
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title,
             **{k: v for k, v in schema.items() if k != "title"}}

@@ -13,8 +13,8 @@ Source: seeds 001 "providers" (api_key), "tls", "auth" (signing_key, admin-token
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from busbar.config.schema_base import EnvRef, FileRef, ModuleRef
 

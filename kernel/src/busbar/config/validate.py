@@ -36,17 +36,18 @@ guarantees when a hook misbehaves"; handout case C032 (one SSRF guard for every 
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from busbar.config.errors import Findings
-from busbar.config.secrets import FileReader, SecretError, read_text_file, resolve_secret
 from busbar.config.schema_base import EnvRef, FileRef
+from busbar.config.secrets import FileReader, SecretError, read_text_file, resolve_secret
 
 if TYPE_CHECKING:
     from busbar.config.load import LoadedConfig
     from busbar.config.schema import DeploymentConfig
-    from busbar.security.ssrf import SsrfPolicy
+    from busbar.security.policy import SsrfPolicy
 
 
 class PluginCatalog(Protocol):
@@ -157,7 +158,7 @@ class Context:
     def policy(self) -> SsrfPolicy:
         """The SSRF policy of the ``security:`` block (built once; a bad entry is reported once)."""
         if self._policy is None:
-            from busbar.security.ssrf import SsrfPolicy
+            from busbar.security.policy import SsrfPolicy  # the pure verdicts; not the transport
 
             sec = self.cfg.security
             try:
@@ -176,7 +177,7 @@ class Context:
         the line reads ``providers.x.base_url: 169.254.169.254 is a cloud-metadata endpoint; ...``.
         Returns True when the URL passed.
         """
-        from busbar.security.ssrf import SsrfBlocked
+        from busbar.security.policy import SsrfBlocked
 
         try:
             self.policy.check_url(url, purpose=path, provider_allow=tuple(provider_allow),
@@ -196,8 +197,14 @@ Check = Callable[[Context], None]
 
 
 def _checks() -> list[Check]:
-    from busbar.config import (validate_auth, validate_groups, validate_hooks, validate_ops,
-                               validate_pools, validate_providers)
+    from busbar.config import (
+        validate_auth,
+        validate_groups,
+        validate_hooks,
+        validate_ops,
+        validate_pools,
+        validate_providers,
+    )
 
     return [validate_auth.check_listeners, validate_auth.check_auth, validate_groups.check,
             validate_auth.check_store, validate_providers.check, validate_pools.check,

@@ -77,7 +77,7 @@ def _check_provider(ctx: Any, name: str) -> None:
     else:
         for extra in ("token_url", "scope"):
             if getattr(dep, extra) is not None:
-                ctx.warn(f"{where}.{extra}", f"ignored: only auth: oauth-client-credentials uses it")
+                ctx.warn(f"{where}.{extra}", "ignored: only auth: oauth-client-credentials uses it")
     if dep.subject is not None and auth != "jwt-bearer":
         ctx.warn(f"{where}.subject", "ignored: only auth: jwt-bearer uses it")
     allow = _allow_list(ctx, name, dep.allow_metadata_hosts)
