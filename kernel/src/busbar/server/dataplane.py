@@ -5,12 +5,15 @@ falls through to a native 404).
 
 Everything else (``GET /healthz``, ``GET /v1/models``, unknown routes) goes to the FastAPI app
 (``busbar.server.app``). Every reply of a served request carries ``x-busbar-route-target``.
+With ``observability.emit_server_timing: true`` every reply carries
+``Server-Timing: busbar;dur=<ms>`` (time from the request to the response headers).
 Faults answer in the caller's own envelope: malformed JSON 400, unknown pool/model 404,
 oversized body 413 (seeds 001 "limits"; ORIGINAL §7.4).
 """
 from __future__ import annotations
 
 import logging
+import time
 
 import orjson
 
@@ -43,6 +46,7 @@ class DataPlane:
         except KeyError:                 # a protocol whose dialect is not in this build
             return await self.fallback(scope, receive, send)
         gw = self.state.gateway
+        t0 = time.perf_counter()
         try:
             raw = await read_body(scope, receive, gw.limits.request_body_max_bytes)
         except ProtoError as e:
@@ -59,6 +63,8 @@ class DataPlane:
             return
         if gw.metrics.enabled:
             gw.metrics.request(dialect.name, name if name in gw.pools else "", _outcome(reply.status))
+        if gw.config.observability.emit_server_timing:   # time to response headers, ms
+            reply.headers["server-timing"] = f"busbar;dur={(time.perf_counter() - t0) * 1000:.1f}"
         await send_reply(send, receive, reply)
 
     async def _serve(self, gw, scope, dialect, raw: bytes, route, receive):
