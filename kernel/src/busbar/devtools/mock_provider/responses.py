@@ -168,6 +168,7 @@ class OpenAIResponses(Dialect):
             "parallel_tool_calls": True,
             "previous_response_id": None,
             "prompt_cache_key": None,
+            "prompt_cache_retention": None,
             "reasoning": {"effort": None, "summary": None},
             "safety_identifier": None,
             "service_tier": "default",
