@@ -1,0 +1,285 @@
+"""busbar-webrequest-hook: forward every hook message to an HTTP sidecar, SSRF-guarded.
+
+The first-party forwarder of seeds 003 "Webrequest": a transparent relay that POSTs each message
+Busbar gives it over ``busbar_call`` — the op-discriminated JSON, unchanged — to ``settings.url``
+and hands the sidecar's JSON reply back. The sidecar (any language; ``busbar_sdk.sidecar`` serves a
+Python hook class unchanged) runs in its own process, so untrusted logic never enters Busbar's
+address space. The kernel's reply normalizers read the reply; this plugin adds a hop, never a
+second copy of the wire semantics.
+
+What it guarantees (seeds 003 "The wire, precisely"; handout C032, C035):
+
+* SSRF: ``settings.url`` is checked at open and at every configure (loopback allowed; RFC 1918,
+  unique-local, CGNAT, link-local and cloud-metadata refused; remote must be ``https://``) and
+  every address the host resolves to is checked again at connect time, where the connection goes
+  to the checked literal (:mod:`busbar_webrequest_hook._ssrf`). Redirects are never followed;
+  environment proxies are ignored.
+* Bounded: one keep-alive pool (``max_connections``), a wall-clock ``timeout_ms`` per message, a
+  reply capped at ``max_reply_bytes`` before it is read and ``max_reply_depth`` before it is parsed.
+* Errors are errors: a non-2xx status, an empty body, a body that is not a JSON object, a refused
+  address, a timeout all raise (the gate's ``on_error`` applies); only a ``200 {}`` abstains.
+
+Message by message:
+
+=============  ==========================================================================
+``decide``     relayed; the sidecar's reply returned verbatim
+``transform``  relayed; the sidecar's reply returned verbatim
+``notify``     relayed; the reply body is read (bounded) and discarded; ``{}`` returned
+other ``op``   not relayed; ``{}`` ("not for me")
+configure      the new settings are validated (a fault: no ack), relayed to the sidecar
+               (``headers`` left out) through a pool built for them; committed only when the
+               sidecar acks the exact ``settings_version``, which is then acked
+describe       the forwarder's own settings schema, with the sidecar's ``schema.properties``
+               merged in when it answers one (forwarder keys win)
+status         the sidecar's status, with the forwarder's metrics appended (64 entries at
+               most); the forwarder's own status when the sidecar has none
+=============  ==========================================================================
+
+Source: seeds 003 "Webrequest", "The sidecar wire contract", "Management messages"; seeds 001
+"Startup validation summary"; ORIGINAL.md §2.11, §2.18.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import ssl
+import threading
+import time
+from typing import Any, ClassVar
+
+import httpcore
+import httpx
+from busbar_sdk import HookPlugin, PayloadError, export_plugin
+
+from busbar_webrequest_hook._metrics import Metrics
+from busbar_webrequest_hook._reply import ReplyError, parse_reply
+from busbar_webrequest_hook._settings import SETTINGS_SCHEMA, Settings, SettingsError, parse_settings
+from busbar_webrequest_hook._ssrf import GuardedBackend, SsrfBlocked, redact_url
+
+__all__ = ["SETTINGS_SCHEMA", "WebRequestError", "WebRequestHook", "plugin"]
+
+__version__ = "1.5.0"
+_USER_AGENT = f"busbar-webrequest-hook/{__version__}"
+_MAX_METRICS = 64
+
+
+class WebRequestError(Exception):
+    """A forwarded message failed; ``reason`` is the metric label (``ssrf``, ``connect``,
+    ``timeout``, ``status``, ``empty``, ``too_large``, ``too_deep``, ``invalid_json``,
+    ``not_object``, ``transport``, ``no_ack``). The message never carries URL userinfo."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        super().__init__(message)
+
+
+class _Conn:
+    """One settings generation: validated settings and the keep-alive pool built for them."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.shown_url = redact_url(settings.url)
+        verify: ssl.SSLContext | bool = (ssl.create_default_context(cafile=settings.ca_file)
+                                         if settings.ca_file else True)
+        transport = httpx.HTTPTransport(
+            verify=verify, retries=0,
+            limits=httpx.Limits(max_connections=settings.max_connections,
+                                max_keepalive_connections=settings.max_keepalive_connections,
+                                keepalive_expiry=settings.keepalive_s))
+        pool = getattr(transport, "_pool", None)
+        if not isinstance(pool, httpcore.ConnectionPool) or not hasattr(pool, "_network_backend"):
+            # Fail closed: never hand out an unguarded pool if httpx/httpcore internals moved.
+            raise RuntimeError(f"cannot install the SSRF guard into httpx {httpx.__version__} / httpcore "
+                               f"{httpcore.__version__}")
+        pool._network_backend = GuardedBackend(pool._network_backend, settings.allow)
+        headers = {"content-type": "application/json", "accept": "application/json",
+                   "accept-encoding": "identity", "user-agent": _USER_AGENT, **settings.headers}
+        self.client = httpx.Client(transport=transport, trust_env=False, follow_redirects=False,
+                                   timeout=httpx.Timeout(settings.timeout_s), headers=headers)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class WebRequestHook(HookPlugin):
+    """The forwarder; one instance per configured hook ref (``busbar_open``)."""
+
+    settings_schema: ClassVar[dict[str, Any] | None] = SETTINGS_SCHEMA
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        super().__init__(settings)
+        try:
+            parsed = parse_settings(settings)
+        except SettingsError as e:
+            raise ValueError(f"busbar-webrequest-hook: {e}") from None
+        self._conn = _Conn(parsed)
+        self._metrics = Metrics()
+        self._lock = threading.Lock()
+        self._retired: list[tuple[float, _Conn]] = []
+        self._closed = False
+
+    # ------------------------------------------------------------------------- dispatch
+
+    def handle(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Route one message; dict in, dict out, unknown fields relayed untouched."""
+        if "configure" in payload:
+            return self._configure(payload)
+        if "describe" in payload:
+            return self._describe()
+        if "status" in payload:
+            return self._status()
+        op = payload.get("op")
+        if op in ("decide", "transform"):
+            return self._post(self._conn, payload, str(op))
+        if op == "notify":
+            self._post(self._conn, payload, "notify", discard=True)
+            return {}
+        return {}
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            retired, self._retired = self._retired, []
+        for _, conn in retired:
+            conn.close()
+        self._conn.close()
+
+    # ------------------------------------------------------------------------- transport
+
+    def _post(self, conn: _Conn, payload: dict[str, Any], op: str, *, discard: bool = False) -> dict[str, Any]:
+        try:
+            body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError) as e:
+            raise PayloadError(f"{op} message is not JSON-serializable: {e}") from None
+        s = conn.settings
+        started = time.monotonic()
+        deadline = started + s.timeout_s
+        self._metrics.begin()
+        error: str | None = "transport"
+        try:
+            data = self._exchange(conn, body, deadline, op)
+            reply = {} if discard else parse_reply(data, max_depth=s.max_reply_depth)
+            error = None
+            return reply
+        except ReplyError as e:
+            error = e.reason
+            raise WebRequestError(e.reason, f"{op} to {conn.shown_url}: {e}") from None
+        except WebRequestError as e:
+            error = e.reason
+            raise
+        finally:
+            self._metrics.end(op, (time.monotonic() - started) * 1000.0, error)
+
+    def _exchange(self, conn: _Conn, body: bytes, deadline: float, op: str) -> bytes:
+        s, where = conn.settings, conn.shown_url
+        try:
+            with conn.client.stream("POST", s.url, content=body) as resp:
+                if not 200 <= resp.status_code < 300:
+                    raise WebRequestError("status", f"{op} to {where}: the sidecar answered HTTP {resp.status_code} "
+                                                    f"(an error, never an abstain: a reply rides a 200 body)")
+                encoding = resp.headers.get("content-encoding", "identity").strip().lower()
+                if encoding not in ("", "identity"):
+                    raise WebRequestError("invalid_json", f"{op} to {where}: the reply is {encoding}-encoded; "
+                                                          f"the forwarder asks for and accepts identity only")
+                declared = resp.headers.get("content-length")
+                if declared is not None and declared.strip().isdigit() and int(declared) > s.max_reply_bytes:
+                    raise WebRequestError("too_large", f"{op} to {where}: the reply is {int(declared)} bytes; the "
+                                                       f"limit is {s.max_reply_bytes} (settings.max_reply_bytes)")
+                buf = bytearray()
+                for chunk in resp.iter_raw():
+                    buf += chunk
+                    if len(buf) > s.max_reply_bytes:
+                        raise WebRequestError("too_large", f"{op} to {where}: the reply exceeds "
+                                                           f"{s.max_reply_bytes} bytes (settings.max_reply_bytes)")
+                    if time.monotonic() > deadline:
+                        raise WebRequestError("timeout", f"{op} to {where}: no complete reply within "
+                                                         f"{s.timeout_s * 1000:.0f} ms (settings.timeout_ms)")
+                return bytes(buf)
+        except SsrfBlocked as e:
+            raise WebRequestError("ssrf", e.reason) from None
+        except httpx.TimeoutException:
+            raise WebRequestError("timeout", f"{op} to {where}: no reply within {s.timeout_s * 1000:.0f} ms "
+                                             f"(settings.timeout_ms)") from None
+        except httpx.ConnectError as e:
+            raise WebRequestError("connect", f"{op} to {where}: cannot connect: {_short(e)}") from None
+        except httpx.HTTPError as e:
+            raise WebRequestError("transport", f"{op} to {where}: {type(e).__name__}: {_short(e)}") from None
+
+    # ------------------------------------------------------------------------- management
+
+    def _configure(self, payload: dict[str, Any]) -> dict[str, Any]:
+        body = payload.get("configure")
+        if not isinstance(body, dict):
+            raise PayloadError("configure: the message body must be an object")
+        version = body.get("settings_version")
+        if type(version) is not int:
+            raise PayloadError("configure: settings_version must be an integer")
+        try:
+            new = _Conn(parse_settings(body.get("settings", {})))
+        except SettingsError as e:
+            raise WebRequestError("settings", f"configure refused, nothing committed: {e}") from None
+        relay = {**payload, "configure": {**body, "settings": new.settings.for_sidecar()}}
+        try:
+            reply = self._post(new, relay, "configure")
+            ack = reply.get("ack")
+            if not (isinstance(ack, dict) and type(ack.get("settings_version")) is int
+                    and ack["settings_version"] == version):
+                raise WebRequestError("no_ack", f"configure: the sidecar at {new.shown_url} did not acknowledge "
+                                                f"settings_version {version} (it answered {_brief(reply)}); "
+                                                f"nothing committed")
+        except BaseException:
+            new.close()
+            raise
+        with self._lock:
+            old, self._conn = self._conn, new
+            self.settings = dict(new.settings.raw)
+            self.settings_version = version
+            # In-flight messages may still use the old pool: close it once they must have ended.
+            now = time.monotonic()
+            self._retired.append((now + old.settings.timeout_s + 1.0, old))
+            due = [c for t, c in self._retired if t <= now]
+            self._retired = [(t, c) for t, c in self._retired if t > now]
+        for conn in due:
+            conn.close()
+        return {"ack": {"settings_version": version}}
+
+    def _describe(self) -> dict[str, Any]:
+        schema = copy.deepcopy(SETTINGS_SCHEMA)
+        try:
+            reply = self._post(self._conn, {"describe": True}, "describe")
+        except WebRequestError:
+            return {"schema": schema}
+        theirs = reply.get("schema")
+        if isinstance(theirs, dict) and isinstance(theirs.get("properties"), dict):
+            schema["properties"] = {**theirs["properties"], **schema["properties"]}
+            required = theirs.get("required")
+            if isinstance(required, list):
+                schema["required"] = list(dict.fromkeys([*schema["required"],
+                                                         *(r for r in required if isinstance(r, str))]))
+        return {"schema": schema}
+
+    def _status(self) -> dict[str, Any]:
+        try:
+            reply = self._post(self._conn, {"status": True}, "status")
+        except WebRequestError:
+            reply = {}
+        own = self._metrics.snapshot()
+        theirs = reply.get("status")
+        if isinstance(theirs, dict) and type(theirs.get("settings_version")) is int:
+            metrics = theirs.get("metrics")
+            relayed = [m for m in metrics if isinstance(m, dict)] if isinstance(metrics, list) else []
+            return {"status": {**theirs, "metrics": relayed[:max(0, _MAX_METRICS - len(own))] + own}}
+        return {"status": {"settings_version": self.settings_version if self.settings_version is not None else 0,
+                           "settings": self._conn.settings.redacted(), "metrics": own}}
+
+
+def _short(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__).splitlines()[0][:200]
+
+
+def _brief(reply: dict[str, Any]) -> str:
+    text = json.dumps(reply, separators=(",", ":"))
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+plugin = export_plugin(WebRequestHook)
