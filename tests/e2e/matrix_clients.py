@@ -158,7 +158,7 @@ class Bedrock:
         from botocore.config import Config
         self.c = boto3.client("bedrock-runtime", endpoint_url=url, region_name="us-east-1",
                               aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
-                              config=Config(retries={"max_attempts": 1, "mode": "standard"}, read_timeout=20))
+                              config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=20))
 
     def text(self, pool, prompt):
         r = self.c.converse(modelId=pool, messages=[{"role": "user", "content": [{"text": prompt}]}])
@@ -197,9 +197,10 @@ class Cohere:
         import cohere
         self.cohere = cohere
         self.c = cohere.ClientV2(api_key="x", base_url=url, timeout=20)
+        self.opts = {"max_retries": 0}
 
     def text(self, pool, prompt):
-        r = self.c.chat(model=pool, messages=[{"role": "user", "content": prompt}])
+        r = self.c.chat(model=pool, messages=[{"role": "user", "content": prompt}], request_options=self.opts)
         return "".join(p.text for p in r.message.content if p.type == "text")
 
     def stream(self, pool, prompt):

@@ -29,6 +29,11 @@ from busbar.proxy.translate import Call, build_body
 
 log = logging.getLogger("busbar")
 
+# Upstream error headers a same-protocol client needs to parse the error (Bedrock's exception name
+# travels in x-amzn-errortype); framing headers are never among them (case C052).
+RELAYED_ERROR_HEADERS = ("content-type", "x-amzn-errortype", "x-amzn-requestid", "retry-after",
+                         "request-id", "x-request-id")
+
 
 @dataclass(slots=True)
 class AttemptFailure:
@@ -40,7 +45,7 @@ class AttemptFailure:
     info: UpstreamErrorInfo | None
     retry_after: float | None
     body: bytes = b""
-    content_type: str = "application/json"
+    headers: dict | None = None   # the relayable upstream error headers (RELAYED_ERROR_HEADERS)
     reason: str = ""          # metrics reason: attempt_timeout | connect | transient_upstream | …
 
 
@@ -122,8 +127,9 @@ async def _failure_from(resp: httpx.Response, provider, limits) -> AttemptFailur
     info = provider.dialect.read_error(resp.status_code, body)
     cls = classify(resp.status_code, info, provider.error_map)
     ra = parse_retry_after(resp.headers.get("retry-after"), limits.max_honored_retry_after_secs)
-    return AttemptFailure(cls, resp.status_code, info, ra, body,
-                          resp.headers.get("content-type", "application/json"), reason=cls)
+    relayed = {k: resp.headers[k] for k in RELAYED_ERROR_HEADERS if k in resp.headers}
+    relayed.setdefault("content-type", "application/json")
+    return AttemptFailure(cls, resp.status_code, info, ra, body, relayed, reason=cls)
 
 
 async def _read_first(resp: httpx.Response, provider) -> AttemptSuccess | AttemptFailure:

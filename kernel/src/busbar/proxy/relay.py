@@ -47,7 +47,8 @@ def error_reply(ingress, status: int, kind: str, message: str, extra: dict | Non
 def relay_failure(call, failure, same_protocol: bool) -> Reply:
     """Relay an upstream error: verbatim on a same-protocol hop, re-enveloped otherwise (C020)."""
     if same_protocol and failure.status and failure.body:
-        return Reply(failure.status, {"content-type": failure.content_type}, failure.body)
+        return Reply(failure.status, dict(failure.headers or {"content-type": "application/json"}),
+                     failure.body)
     msg = failure.info.message if failure.info else f"upstream returned HTTP {failure.status}"
     status = failure.status or 502
     return error_reply(call.ingress, status, ErrorKind.from_status(status), msg)

@@ -57,7 +57,8 @@ def mint_id(prefix: str, seq: int, length: int, salt: str = "") -> str:
 def text_of(content: Any) -> str:
     """Plain text of a message ``content``: a string, or the ``text`` of each block in a list.
 
-    Nested ``content`` (Anthropic ``tool_result`` blocks) is followed; other blocks add nothing.
+    Nested ``content`` (Anthropic ``tool_result`` blocks) and Cohere ``document`` blocks
+    (``{"type": "document", "document": {"data": ...}}``) are followed; other blocks add nothing.
     """
     if isinstance(content, str):
         return content
@@ -72,6 +73,9 @@ def text_of(content: Any) -> str:
                     parts.append(text)
                 elif "content" in block:
                     parts.append(text_of(block["content"]))
+                elif isinstance(block.get("document"), dict):
+                    data = block["document"].get("data")
+                    parts.append(data if isinstance(data, str) else "")
         return " ".join(p for p in parts if p)
     return ""
 
