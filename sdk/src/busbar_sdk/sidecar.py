@@ -108,6 +108,7 @@ class SidecarServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: SidecarServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True    # headers and body go out in two writes: no 40 ms delayed-ACK stall
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet by default
         return None
