@@ -218,3 +218,30 @@ def test_fault_error_after_drop_after_and_fixture(mock: MockProcess) -> None:
     assert mock.requests()[-1]["path"] == "/t1/v2/chat"
     raw = mock.client.post("/c2/v2/chat", headers=AUTH, json=body).content
     assert [ev for ev, _ in _events(raw)].count("content-delta") == 2
+
+
+def test_tool_result_document_parts_are_read(co: Any) -> None:
+    messages: Any = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": [{"type": "document", "document": {"data": "sunny, 21C"}}],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c2",
+            "content": [
+                {"type": "text", "text": "wind"},
+                {"type": "document", "document": {"data": {"speed": 3}}},
+            ],
+        },
+    ]
+    r = co.chat(model="m", messages=messages, tools=TOOLS)
+    assert r.message.content[0].text == 'Hello from m. The tool returned: sunny, 21C wind {"speed":3}'

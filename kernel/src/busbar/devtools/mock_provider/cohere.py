@@ -65,6 +65,21 @@ def _call_id(name: str, seq: int) -> str:
     return f"{name}_" + "".join(_LOWER[b % 36] for b in digest)
 
 
+def _tool_text(content: Any) -> str:
+    """Text of a ``role: tool`` message: a string, ``text`` parts, and ``document`` parts' ``data``."""
+    if not isinstance(content, list):
+        return text_of(content)
+    parts: list[str] = []
+    for p in content:
+        doc = p.get("document") if isinstance(p, dict) else None
+        if isinstance(doc, dict):
+            data = doc.get("data")
+            parts.append(data if isinstance(data, str) else orjson.dumps(data).decode())
+        else:
+            parts.append(text_of([p]))
+    return " ".join(t for t in parts if t)
+
+
 def _frame(obj: dict[str, Any]) -> bytes:
     etype: str = obj["type"]
     return b"event: " + etype.encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n"
@@ -119,7 +134,7 @@ class CohereChat(Dialect):
         for msg in reversed(messages):
             if not isinstance(msg, dict) or msg.get("role") != "tool":
                 break
-            results.append(text_of(msg.get("content")))
+            results.append(_tool_text(msg.get("content")))
         if results:
             tool_result = " ".join(reversed(results))
         tools = []
