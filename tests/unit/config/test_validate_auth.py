@@ -189,3 +189,15 @@ def test_memory_store_takes_no_settings() -> None:
     assert faults("store: { settings: { db_path: x.db } }\n") == [
         "config.yaml: store.settings: the compiled-in memory store takes no settings; remove them or choose a "
         "durable store.module"]
+
+
+def test_role_bindings_under_a_plugins_own_name_with_the_catalog() -> None:
+    class Named(Catalog):
+        def names_of(self, name: str) -> set[str]:
+            return {"busbar-auth-oidc", "oidc"} if name == "oidc" else set()
+
+    text = "plugins: { enabled: true }\nauth:\n  chain: [oidc]\n  role_bindings:\n    busbar-auth-oidc: { dev: {} }\n"
+    assert faults(text) == [
+        "config.yaml: auth.role_bindings.busbar-auth-oidc: 'busbar-auth-oidc' is not a module in auth.chain or "
+        "auth.admin_auth (modules: oidc); bind roles under the module that asserts them"]
+    load_config_text(BASE + text, ENV, plugins=Named(oidc="auth"))

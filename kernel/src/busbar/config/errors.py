@@ -160,7 +160,7 @@ def _unknown_key(name: str, loc: tuple[Any, ...], model: type[BaseModel] | None)
     return "unknown key (typo?); remove it or check the spelling in seeds 001"
 
 
-def _message(err: dict[str, Any], loc: tuple[Any, ...], model: type[BaseModel] | None) -> str:
+def _message(err: Any, loc: tuple[Any, ...], model: type[BaseModel] | None) -> str:
     etype = err.get("type", "")
     if etype == "extra_forbidden":
         return _unknown_key(str(loc[-1]), loc, model)

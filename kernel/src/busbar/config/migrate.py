@@ -176,7 +176,7 @@ def _hooks_registry(root: dict[Any, Any], ctx: _Ctx) -> None:
     for pname, pool in _map(root.get("pools")).items():
         if not isinstance(pool, dict) or not isinstance(pool.get("hooks"), list):
             continue
-        out = []
+        out: list[Any] = []
         for entry in pool["hooks"]:
             if isinstance(entry, str) and entry in registry:
                 out.append(_registry_ref(entry, registry[entry], ctx, ("pools", pname, "hooks", len(out))))
@@ -209,7 +209,7 @@ def _route(pname: Any, pool: dict[Any, Any], ctx: _Ctx) -> None:
     policy = pool.pop("policy", None)
     if route is None and policy is None:
         return
-    hooks = pool.get("hooks") if isinstance(pool.get("hooks"), list) else []
+    hooks: list[Any] = pool["hooks"] if isinstance(pool.get("hooks"), list) else []
     path: Path = ("pools", pname, "hooks", 0)
     if route is None and isinstance(policy, str):
         route, policy = policy, None
@@ -313,18 +313,18 @@ def _action(pname: Any, action: str, ctx: _Ctx) -> Any:
 
 def _rate_card(root: dict[Any, Any], costs: dict[str, float], ctx: _Ctx) -> None:
     if costs:
-        card = root.get("rate_card") if isinstance(root.get("rate_card"), dict) else {}
+        card: dict[Any, Any] = root["rate_card"] if isinstance(root.get("rate_card"), dict) else {}
         for model, cost in costs.items():
             card.setdefault(model, {"input_utok": cost, "output_utok": cost})
         root["rate_card"] = card
         ctx.todo(("rate_card",), "entries came from member cost_per_mtok ($/Mtok = micro-units per token, "
                                  "one blended rate for input and output, which keeps the cheapest strategy's "
                                  "order); replace them with each model's real input/output rates")
-    card = root.get("rate_card")
-    if isinstance(card, dict):
-        missing = [m for m in _map(root.get("models")) if m not in card]
+    present = root.get("rate_card")
+    if isinstance(present, dict):
+        missing = [m for m in _map(root.get("models")) if m not in present]
         for m in missing:
-            card[m] = {"input_utok": 0.0, "output_utok": 0.0}
+            present[m] = {"input_utok": 0.0, "output_utok": 0.0}
         if missing:
             ctx.todo(("rate_card",), f"a present rate_card must price every model; zeroed stubs were added for "
                                      f"{', '.join(map(str, missing))}: fill in their real rates")

@@ -14,7 +14,7 @@ per_request_fee", "Virtual keys and enforcement".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator
 
@@ -55,10 +55,13 @@ def _none_bodies(v: Any) -> Any:
     return v
 
 
-AuthEntry = tagged_union({"~bare": str,
-                          "~entry": Annotated[dict[str, AuthEntryBody], Field(min_length=1, max_length=1)]},
-                         _bare_or_map,
-                         error="auth_entry", message=AUTH_ENTRY_HINT)
+if TYPE_CHECKING:
+    AuthEntry = Union[str, dict[str, AuthEntryBody]]
+else:
+    AuthEntry = tagged_union({"~bare": str,
+                              "~entry": Annotated[dict[str, AuthEntryBody], Field(min_length=1, max_length=1)]},
+                             _bare_or_map,
+                             error="auth_entry", message=AUTH_ENTRY_HINT)
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ class AuthConfig(Strict):
     chain: list[AuthEntry] = Field(default_factory=list)
     """Ordered data-plane auth chain: keys (built-in signed-key verifier) or kind: auth plugins.
     [] = open front door (development only; warned)."""
-    admin_auth: list[AuthEntry] = Field(default_factory=lambda: [BUILTIN_ADMIN_MODULE])
+    admin_auth: list[AuthEntry] = Field(default_factory=lambda: [BUILTIN_ADMIN_MODULE])  # type: ignore[arg-type]
     """Chain gating /api/v1/admin/*; admin-tokens carries the operator token. [] = OPEN admin."""
     role_bindings: dict[str, dict[str, RoleBinding]] = Field(default_factory=dict)
     """Role policy nested by module: role_bindings.<module>.<role> -> { allowed_pools?, group?,

@@ -17,7 +17,7 @@ interpolation" (secret references are not interpolation), "providers" (api_key).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
@@ -112,6 +112,9 @@ def _secret_kind(v: Any) -> str | None:
     return None
 
 
-SecretRef = tagged_union({"~env": EnvRef, "~file": FileRef, "~module": ModuleRef}, _secret_kind,
-                         error="secret_ref", message=SECRET_HINT)
-"""A secret reference (never a literal secret): env, file or module."""
+if TYPE_CHECKING:  # what type checkers see; pydantic gets the tagged union below
+    SecretRef = Union[EnvRef, FileRef, ModuleRef]
+else:
+    SecretRef = tagged_union({"~env": EnvRef, "~file": FileRef, "~module": ModuleRef}, _secret_kind,
+                             error="secret_ref", message=SECRET_HINT)
+    """A secret reference (never a literal secret): env, file or module."""

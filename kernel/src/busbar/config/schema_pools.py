@@ -13,7 +13,7 @@ Source: seeds 001 "pools" ("Members and weights", "Pool hooks: ordering and gate
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from pydantic import Field, field_validator
 
@@ -111,8 +111,11 @@ def _keyword_or_map(v: Any) -> str | None:
     return None
 
 
-OnExhausted = tagged_union({"~keyword": Literal["reject", "least_bad"], "~fallback": FallbackPool},
-                           _keyword_or_map, error="on_exhausted", message=ON_EXHAUSTED_HINT)
+if TYPE_CHECKING:
+    OnExhausted = Union[Literal["reject", "least_bad"], FallbackPool]
+else:
+    OnExhausted = tagged_union({"~keyword": Literal["reject", "least_bad"], "~fallback": FallbackPool},
+                               _keyword_or_map, error="on_exhausted", message=ON_EXHAUSTED_HINT)
 
 
 class OnErrorHook(Strict):
@@ -135,8 +138,11 @@ def _terminal_or_ref(v: Any) -> str | None:
     return None
 
 
-OnError = tagged_union({"~terminal": str, "~hook": OnErrorHook}, _terminal_or_ref, error="on_error",
-                       message=ON_ERROR_HINT)
+if TYPE_CHECKING:
+    OnError = Union[str, OnErrorHook]
+else:
+    OnError = tagged_union({"~terminal": str, "~hook": OnErrorHook}, _terminal_or_ref, error="on_error",
+                           message=ON_ERROR_HINT)
 
 
 def _yaml_no(v: Any) -> Any:
@@ -197,8 +203,11 @@ def _strategy_or_ref(v: Any) -> str | None:
     return None
 
 
-HookEntry = tagged_union({"~strategy": str, "~ref": HookRef}, _strategy_or_ref, error="hook_entry",
-                         message=HOOK_ENTRY_HINT)
+if TYPE_CHECKING:
+    HookEntry = Union[str, HookRef]
+else:
+    HookEntry = tagged_union({"~strategy": str, "~ref": HookRef}, _strategy_or_ref, error="hook_entry",
+                             message=HOOK_ENTRY_HINT)
 
 
 class PoolConfig(Strict):

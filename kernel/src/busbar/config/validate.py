@@ -27,7 +27,9 @@ module                      rows of seeds 001 "Startup validation summary"
 ==========================  =====================================================================
 
 Zero side effects: no socket, no write, no plugin imported; secret files are read through
-``read_file``. Rows that need the plugin loader (artifact validity, name conflicts, "does this module
+``read_file``. Every configured egress URL (provider ``base_url`` / ``token_url``, the webrequest hook's
+``settings.url``, ``observability.otlp_url`` / ``request_log_webhook_url``) is judged by the one SSRF
+guard, ``busbar.security.policy.SsrfPolicy.check_url`` (:meth:`Context.url`). Rows that need the plugin loader (artifact validity, name conflicts, "does this module
 resolve to a loadable kind: X plugin") run only when a ``plugins`` catalog is passed; without one the
 checks stop at "is plugins.enabled on".
 
@@ -55,6 +57,9 @@ class PluginCatalog(Protocol):
 
     ``kind_of(name)``: the ``kind`` (hook, auth, store, secret) of the loadable plugin whose manifest
     name or alias is ``name``; None when no loadable plugin answers to it.
+
+    Optional ``names_of(name) -> set[str]``: every name (manifest name and aliases) of the plugin that
+    answers to ``name``; lets a role binding sit under a plugin's own name when the chain uses an alias.
     """
 
     def kind_of(self, name: str) -> str | None: ...

@@ -135,6 +135,9 @@ def check_auth(ctx: Any) -> None:
             ctx.err("auth.signing_key", "resolves to an empty value; fix the reference, or remove "
                                         "signing_key to generate one on first boot")
     modules = set(chain) | set(admin)
+    names_of = getattr(ctx.plugins, "names_of", None)
+    if names_of is not None:  # a binding may use the plugin's own name where the chain uses an alias
+        modules |= {n for m in list(modules) for n in (names_of(m) or ())}
     for module, roles in auth.role_bindings.items():
         if module in (BUILTIN_CHAIN_MODULE, BUILTIN_ADMIN_MODULE):
             ctx.err(f"auth.role_bindings.{module}", f"{module} asserts no roles, so these bindings can never "

@@ -104,9 +104,9 @@ def _tree(ctx: Any) -> None:
             ctx.err(f"groups.{name}.parent", f"group cycle {' -> '.join(cycle + [name])}; remove one "
                                              f"parent to break it")
     for name in groups:
-        chain = _depth_chain(groups, name)
-        if chain is not None and len(chain) == MAX_DEPTH + 1:
-            ctx.err(f"groups.{name}.parent", f"the chain {' -> '.join(chain)} is {len(chain)} groups deep; "
+        depth = _depth_chain(groups, name)
+        if depth is not None and len(depth) == MAX_DEPTH + 1:
+            ctx.err(f"groups.{name}.parent", f"the chain {' -> '.join(depth)} is {len(depth)} groups deep; "
                                              f"at most {MAX_DEPTH} are allowed: re-parent a group closer "
                                              f"to the root")
 
