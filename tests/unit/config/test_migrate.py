@@ -207,3 +207,14 @@ _TREE = st.recursive(_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=3),
 @given(doc=st.dictionaries(_TEXT, _TREE, max_size=4))
 def test_emitter_round_trips_any_document(doc: dict[Any, Any]) -> None:
     assert yaml.safe_load(render(doc, {}, ["header"])) == (doc or None)
+
+
+def test_allowed_pools_empty_in_a_dropped_section_still_warns_at_the_top() -> None:
+    old = ("governance:\n  keys: [ { name: ci, allowed_pools: [] } ]\n"
+           "providers:\n  anthropic: { api_key_env: K }\nmodels:\n  m: { provider: anthropic }\n")
+    result = migrate_text(old)
+    assert result.warnings == [
+        "1 allowed_pools: [] in 1.x sections that have no mechanical 1.5.0 home (1.x paths: "
+        "governance.keys[0].allowed_pools): wherever you re-create them, [] now means NO pools (omit the key for "
+        "all pools)"]
+    assert result.yaml.split("\n")[3].startswith("# WARNING(migrate): 1 allowed_pools: []")

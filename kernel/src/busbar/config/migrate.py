@@ -337,15 +337,32 @@ def _observability(root: dict[Any, Any], ctx: _Ctx) -> None:
         ctx.change("observability.otlp_endpoint -> otlp_url")
 
 
-def _flip_warnings(node: Any, path: Path, ctx: _Ctx) -> None:
+def _flips(node: Any, path: Path = ()) -> list[Path]:
+    """Paths of every ``allowed_pools: []`` in a document."""
+    out: list[Path] = []
     if isinstance(node, dict):
         for k, v in node.items():
             if k == "allowed_pools" and v == []:
-                ctx.warning(path + (k,), FLIP_WARNING, raw=True)
-            _flip_warnings(v, path + (k,), ctx)
+                out.append(path + (k,))
+            out += _flips(v, path + (k,))
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            _flip_warnings(v, path + (i,), ctx)
+            out += _flips(v, path + (i,))
+    return out
+
+
+def _flip_warnings(old: dict[Any, Any], new: dict[Any, Any], ctx: _Ctx) -> None:
+    """The loudest warning right above every ``allowed_pools: []`` of the result, and at the top for any
+    that sat in a 1.x section with no 1.5.0 home (so none flips unnoticed)."""
+    kept = _flips(new)
+    for path in kept:
+        ctx.warning(path, FLIP_WARNING, raw=True)
+    lost = len(_flips(old)) - len(kept)
+    if lost > 0:
+        where = ", ".join(_dotted(p) for p in _flips(old))
+        ctx.warning((), f"{lost} allowed_pools: [] in 1.x sections that have no mechanical 1.5.0 home "
+                        f"(1.x paths: {where}): wherever you re-create them, [] now means NO pools "
+                        f"(omit the key for all pools)")
 
 
 def _plugins_needed(root: dict[Any, Any], ctx: _Ctx) -> None:
@@ -388,7 +405,7 @@ def migrate_document(doc: dict[Any, Any]) -> tuple[dict[Any, Any], Migration, di
     costs = _pools(root, ctx)
     _rate_card(root, costs, ctx)
     _observability(root, ctx)
-    _flip_warnings(root, (), ctx)
+    _flip_warnings(doc, root, ctx)
     _plugins_needed(root, ctx)
     ordered = {k: root[k] for k in _ORDER if k in root}
     ordered.update((k, v) for k, v in root.items() if k not in ordered)
