@@ -62,6 +62,19 @@ class AttemptSuccess:
     dropped: list[str] | None = None
 
 
+_URLS: dict[str, httpx.URL] = {}
+
+
+def _parsed_url(url: str) -> httpx.URL:
+    """Parsed upstream URLs, cached (they are per provider and model: a small, bounded set)."""
+    parsed = _URLS.get(url)
+    if parsed is None:
+        if len(_URLS) > 4096:
+            _URLS.clear()
+        parsed = _URLS[url] = httpx.URL(url)
+    return parsed
+
+
 async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> AttemptSuccess | AttemptFailure:
     """Run one attempt against a lane; never raises for upstream faults (returns a failure)."""
     lane = getattr(member_or_lane, "lane", member_or_lane)
@@ -81,7 +94,8 @@ async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> Attempt
         extra = {h: call.headers[h] for h in fwd if h in call.headers}
         if extra:
             headers = {**headers, **extra}
-    req = gw.client.build_request("POST", url, content=content, headers=headers)
+    req = httpx.Request("POST", _parsed_url(url), content=content, headers=headers,
+                        extensions={"timeout": gw.timeouts})   # limits.upstream_request_timeout_secs
     cap = remaining_s if timeout_ms is None else min(timeout_ms / 1000.0, remaining_s)
     by_attempt_cap = timeout_ms is not None and timeout_ms / 1000.0 <= remaining_s
     try:

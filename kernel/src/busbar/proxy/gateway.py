@@ -5,7 +5,11 @@ lanes, pools and breaker cells, and opens the shared upstream client. Target res
 ``target(name)`` -> ``Pool`` | ``Lane`` | ``None``; ``adhoc_lane(provider, model)`` for the
 ``/{provider}/{model}/v1/messages`` route (no pool; lane-default cell; cached per pair).
 
-Raises ``busbar.config.secrets.SecretError`` for an unresolvable credential.
+``plugins`` (a loaded ``busbar.loader.PluginSet``) lets pools and ``global_hooks`` name hook
+plugins; their chains are built here (``busbar.hooks.attach``, ``gw.hooks``).
+
+Raises ``busbar.config.secrets.SecretError`` for an unresolvable credential and
+``busbar.hooks.HookBootError`` for a hook config the plugin set cannot serve.
 Source: seeds 001 "models" (Direct routing), "pools".
 """
 from __future__ import annotations
@@ -47,8 +51,10 @@ class Gateway:
         self.auth = {name: auth_headers(p) for name, p in providers.items()
                      if p.protocol in ("openai", "anthropic")}
         self.credentials = Credentials(client)
+        self.timeouts = client.timeout.as_dict()   # per-request httpx timeout extension
         self.metrics: NullMetrics = NullMetrics()
         self.plugins = None          # busbar.loader.PluginReloader when plugins are enabled
+        self.hooks = None            # busbar.hooks.HookEngine when any pool or global_hooks has hooks
         self.cells_by_lane: dict[str, list] = {name: [lane.default_cell] for name, lane in lanes.items()}
         for pool in pools.values():
             for m in pool.members:
@@ -56,7 +62,8 @@ class Gateway:
 
     @classmethod
     def build(cls, loaded: LoadedConfig, env: Mapping[str, str], *, clock: Callable[[], float] = time.monotonic,
-              transport: httpx.AsyncBaseTransport | None = None, module_resolver=None) -> "Gateway":
+              transport: httpx.AsyncBaseTransport | None = None, module_resolver=None,
+              plugins=None) -> "Gateway":
         cfg = loaded.config
         providers: dict[str, Provider] = {}
         for name, dep in cfg.providers.items():
@@ -85,6 +92,9 @@ class Gateway:
         client = make_client(cfg.limits, transport)
         gw = cls(loaded, providers, lanes, pools, client, clock)
         gw.metrics = Metrics(gw) if cfg.metrics is not None else NullMetrics()
+        from busbar.hooks import attach
+
+        attach(gw, plugins)          # hook chains (None when nothing asks for hooks)
         return gw
 
     def target(self, name: str) -> Pool | Lane | None:
@@ -119,6 +129,8 @@ class Gateway:
         return any(l.usable(now) and l.default_cell.admits(now) for l in self.lanes.values())
 
     async def aclose(self) -> None:
+        if self.hooks is not None:
+            self.hooks.close()
         await self.client.aclose()
 
 
