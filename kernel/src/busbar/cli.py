@@ -77,6 +77,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"busbar: {len(e.faults)} config error(s); refusing to start", file=sys.stderr)
         return EXIT_INVALID
     if args.validate and not args.list_plugins:
+        from busbar.server.boot import check_plugins
+
+        plugin_faults = check_plugins(loaded)   # the loader's pipeline, nothing imported
+        if plugin_faults:
+            for line in plugin_faults:
+                print(line, file=sys.stderr)
+            print(f"busbar: {len(plugin_faults)} plugin error(s); refusing to start", file=sys.stderr)
+            return EXIT_INVALID
         for w in loaded.warnings:
             print(f"warning: {w}", file=sys.stderr)
         note = f" ({len(loaded.warnings)} warning(s))" if loaded.warnings else ""
@@ -101,14 +109,15 @@ def serve(loaded) -> int:
     """Build the gateway and run it on ``listen`` until SIGINT/SIGTERM (see ``server.lifecycle``)."""
     import asyncio
 
-    from busbar.config.secrets import SecretError
-    from busbar.proxy.gateway import Gateway
+    from busbar.server.boot import BootError, boot
     from busbar.server.lifecycle import run
 
     try:
-        gateway = Gateway.build(loaded, os.environ)
-    except SecretError as e:
-        print(str(e), file=sys.stderr)
+        gateway, reloader = boot(loaded, os.environ)
+    except BootError as e:
+        for line in e.faults:
+            print(line, file=sys.stderr)
+        print(f"busbar: {len(e.faults)} start-up error(s); refusing to start", file=sys.stderr)
         return EXIT_INVALID
     host, _, port = loaded.config.listen.rpartition(":")
     host = host.strip("[]") or "0.0.0.0"
