@@ -11,13 +11,19 @@ from __future__ import annotations
 
 from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.base import Dialect
+from busbar.proto.bedrock import DIALECT as BEDROCK
+from busbar.proto.bedrock.invoke import DIALECT as BEDROCK_INVOKE
 from busbar.proto.cohere import DIALECT as COHERE
+from busbar.proto.gemini import DIALECT as GEMINI
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.responses import DIALECT as RESPONSES
 
 DIALECTS: dict[str, Dialect] = {
     OPENAI.name: OPENAI,
     ANTHROPIC.name: ANTHROPIC,
+    GEMINI.name: GEMINI,
+    BEDROCK.name: BEDROCK,
+    BEDROCK_INVOKE.name: BEDROCK_INVOKE,  # Anthropic Messages on /model/{id}/invoke (an adapter)
     RESPONSES.name: RESPONSES,
     COHERE.name: COHERE,
 }

@@ -22,10 +22,12 @@ import orjson
 
 from .anthropic import AnthropicMessages
 from .base import Dialect, ErrorReply, next_seq
+from .bedrock import BedrockConverse
 from .cohere import CohereChat
 from .control import handle_control, send_json
 from .faults import Script
 from .fixtures import FixtureStore, default_fixtures_dir
+from .gemini import GeminiGenerate
 from .journal import Journal
 from .openai_chat import OpenAIChat
 from .openai_chat import error_body as openai_error_body
@@ -80,6 +82,11 @@ class MockProvider:
         self.dialects: dict[str, Dialect] = {
             "/v1/chat/completions": OpenAIChat(self.fixtures),
             "/v1/messages": AnthropicMessages(self.fixtures),
+            ":generateContent": GeminiGenerate(self.fixtures),
+            ":streamGenerateContent?alt=sse": GeminiGenerate(self.fixtures),
+            ":streamGenerateContent": GeminiGenerate(self.fixtures, sse=False),
+            "/converse": BedrockConverse(self.fixtures),
+            "/converse-stream": BedrockConverse(self.fixtures),
             "/v1/responses": OpenAIResponses(self.fixtures),
             "/v2/chat": CohereChat(self.fixtures),
         }
@@ -101,7 +108,7 @@ class MockProvider:
             await ex.start(200, [("content-type", "application/json"), ("content-length", str(len(_HEALTH)))])
             await ex.write(_HEALTH, False)
         else:
-            await self._provider(ex, path, route(path))
+            await self._provider(ex, path, route(path, scope.get("query_string", b"").decode("latin-1")))
 
     def _outcome(self, err: ErrorReply, base: list[tuple[str, str]]) -> Outcome:
         return Outcome(err.status, [("content-type", "application/json"), *err.headers, *base], body=err.body)
@@ -167,6 +174,8 @@ class MockProvider:
         headers = ex.headers()
         body = _parse_body(raw)
         self.journal.request(method, path, ex.scope.get("query_string", b"").decode("latin-1"), headers, body)
+        if rt.model is not None and isinstance(body, dict):  # path-model: model and stream from the URL
+            body = {**body, "model": rt.model, "stream": rt.stream}
         if rt.endpoint == "/v1/models" and method == "GET":
             await self._models(ex, headers)
             return

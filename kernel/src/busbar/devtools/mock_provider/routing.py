@@ -38,10 +38,32 @@ class Route:
     delay_ms: float | None = None
     chunks: int | None = None
     chunk_delay_ms: float | None = None
+    model: str | None = None  # path-model protocols (Gemini, Bedrock): the model named in the URL
+    stream: bool | None = None  # path-model protocols: the stream flag the verb implies
 
 
-def route(path: str) -> Route:
-    """Parse a request path (see the module docstring)."""
+# Path-model endpoints: Gemini ``.../models/{model}:generateContent|:streamGenerateContent`` and
+# Bedrock ``.../model/{modelId}/converse|converse-stream``. The endpoint key of a Gemini stream
+# says whether ``?alt=sse`` was asked (SSE) or not (one JSON array).
+_PATH_MODEL = re.compile(
+    r"/models/([^/]+):(generateContent|streamGenerateContent)$|/model/(.+)/(converse|converse-stream)$"
+)
+
+
+def route(path: str, query: str = "") -> Route:
+    """Parse a request path (see the module docstring); ``query`` is the raw query string."""
+    pm = _PATH_MODEL.search(path)
+    if pm is not None:
+        knobs = route(path[: pm.start()] + "/v1/")
+        if pm.group(1) is not None:
+            stream = pm.group(2) == "streamGenerateContent"
+            sse = stream and "alt=sse" in query.split("&")
+            endpoint, model = ":" + pm.group(2) + ("?alt=sse" if sse else ""), pm.group(1)
+        else:
+            stream, endpoint, model = pm.group(4) == "converse-stream", "/" + pm.group(4), pm.group(3)
+        return Route(
+            path[: pm.start()], endpoint, knobs.delay_ms, knobs.chunks, knobs.chunk_delay_ms, model, stream
+        )
     i = path.find("/v1/")
     if i < 0:
         i = path.find("/v2/")  # Cohere v2 (``/v2/chat``)

@@ -1,0 +1,5 @@
+"""The Gemini dialect (``models/{model}:generateContent`` / ``:streamGenerateContent``); ``DIALECT`` is the singleton."""
+
+from busbar.proto.gemini.dialect import DIALECT, GeminiDialect
+
+__all__ = ["DIALECT", "GeminiDialect"]

@@ -1,0 +1,250 @@
+"""Gemini ``streamGenerateContent?alt=sse`` decoder: provider chunks -> IR events (Busbar as the client).
+
+Wire: bare ``data: <GenerateContentResponse JSON>`` SSE events separated by ``\\r\\n\\r\\n`` (no
+``event:`` lines, no terminator). Each chunk is a complete response holding the new parts only
+and the running (cumulative) ``usageMetadata``; ``finishReason`` comes on the last chunk.
+Egress always asks for ``alt=sse`` (§2.3); an upstream that answers with the JSON-array framing
+anyway is handled too: a body starting with ``[`` is read as a stream of array elements.
+
+The decoder synthesizes the IR's block boundaries: consecutive text parts share one text block,
+consecutive ``thought`` parts one thinking block (a ``thoughtSignature`` on a thought part is a
+``signature`` delta); each ``functionCall`` part is a whole tool block (start, one
+``input_json`` delta with the compact args, stop) whose id carries the part's signature
+(``ids.carry``, case C037). A ``thoughtSignature`` on visible text is not turned into thinking.
+
+The usage kept is the LAST ``usageMetadata`` seen, never a sum of the per-chunk copies (case
+C038). Since the stream has no terminator, ``MessageDelta``/``MessageStop`` are emitted at end
+of body once a ``finishReason`` was seen; a body that ends without one is a ``StreamError``
+(case C003), and so is an in-stream ``{"error": {...}}`` chunk (kind from its google.rpc status,
+e.g. RESOURCE_EXHAUSTED -> rate_limit, case C018). Events split across reads are reassembled
+before decoding (case C042).
+
+Source: ORIGINAL.md §2.3 "Streaming", "Gemini"; cases C003, C018, C037, C038, C042.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from busbar.ir.model import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    MessageDelta,
+    MessageStart,
+    MessageStop,
+    StopReason,
+    StreamError,
+    StreamEvent,
+    TextBlock,
+    ThinkingBlock,
+    Usage,
+)
+from busbar.proto.base import ErrorKind
+from busbar.proto.gemini.errors import stream_error_kind
+from busbar.proto.gemini.response import FINISH_TO_IR, call_block, finish_to_ir, usage_from_gemini
+from busbar.proto.sse import SseBufferOverflow, SseParser
+
+PREMATURE_END = "upstream stream ended prematurely"
+
+
+class _ArrayFramer:
+    """Splits Gemini's JSON-array stream (``[{...},\\r\\n{...}]``) into element texts."""
+
+    __slots__ = ("_buf", "_depth", "_esc", "_in_str", "_start")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._depth = 0
+        self._in_str = False
+        self._esc = False
+        self._start = -1
+
+    def feed(self, chunk: bytes) -> list[str]:
+        out: list[str] = []
+        buf = self._buf
+        base = len(buf)
+        buf += chunk
+        depth, in_str, esc, start = self._depth, self._in_str, self._esc, self._start
+        for i in range(base, len(buf)):
+            c = buf[i]
+            if in_str:
+                if esc:
+                    esc = False
+                elif c == 92:  # backslash
+                    esc = True
+                elif c == 34:
+                    in_str = False
+            elif c == 34:
+                in_str = True
+            elif c == 123:  # {
+                if depth == 0:
+                    start = i
+                depth += 1
+            elif c == 125:  # }
+                depth -= 1
+                if depth == 0 and start >= 0:
+                    out.append(buf[start : i + 1].decode("utf-8", "replace"))
+                    start = -1
+        cut = start if start >= 0 else len(buf)
+        del buf[:cut]
+        self._depth, self._in_str, self._esc = depth, in_str, esc
+        self._start = 0 if start >= 0 else -1
+        return out
+
+
+class GeminiStreamDecoder:
+    """Provider chunk stream -> IR events (see ``busbar.proto.base.StreamDecoder``)."""
+
+    __slots__ = (
+        "_any_call",
+        "_array",
+        "_done",
+        "_finish",
+        "_next",
+        "_open",
+        "_open_kind",
+        "_sniffed",
+        "_sse",
+        "_started",
+        "_usage",
+    )
+
+    def __init__(self) -> None:
+        self._sse = SseParser()
+        self._array: _ArrayFramer | None = None
+        self._sniffed = False
+        self._started = False
+        self._open: int | None = None
+        self._open_kind = ""
+        self._next = 0
+        self._finish: Any = None
+        self._any_call = False
+        self._usage = Usage()
+        self._done = False
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]:
+        """Consume upstream bytes; return completed IR events."""
+        if self._done or not chunk:
+            return []
+        if not self._sniffed:
+            head = chunk.lstrip()
+            if not head:
+                return []
+            self._sniffed = True
+            if head[:1] == b"[":
+                self._array = _ArrayFramer()
+        out: list[StreamEvent] = []
+        if self._array is not None:
+            datas = self._array.feed(chunk)
+        else:
+            try:
+                datas = [d for _e, d in self._sse.feed(chunk)]
+            except SseBufferOverflow as e:
+                self._done = True
+                return [StreamError(ErrorKind.API_ERROR, str(e))]
+        for data in datas:
+            self._chunk(data, out)
+            if self._done:
+                break
+        return out
+
+    def close(self) -> list[StreamEvent]:
+        """End of body: the terminal events if a ``finishReason`` was seen, else a ``StreamError``."""
+        if self._done:
+            return []
+        out: list[StreamEvent] = []
+        if self._array is None:
+            for _e, data in self._sse.close():
+                self._chunk(data, out)
+                if self._done:
+                    return out
+        self._done = True
+        if self._finish is None:
+            out.append(StreamError(ErrorKind.API_ERROR, PREMATURE_END))
+            return out
+        self._close_open(out)
+        out.append(MessageDelta(finish_to_ir(self._finish, self._any_call), None, self._usage))
+        out.append(MessageStop())
+        return out
+
+    def _chunk(self, data: str, out: list[StreamEvent]) -> None:
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            obj = None
+        if not isinstance(obj, dict):
+            self._done = True
+            out.append(StreamError(ErrorKind.API_ERROR, "upstream sent a malformed stream chunk"))
+            return
+        err = obj.get("error")
+        if err:
+            self._done = True
+            kind, msg = stream_error_kind(err)
+            out.append(StreamError(kind, msg))
+            return
+        if not self._started:
+            self._started = True
+            out.append(MessageStart(id=obj.get("responseId"), model=obj.get("modelVersion")))
+        u = obj.get("usageMetadata")
+        if u:
+            self._usage = usage_from_gemini(u)
+        cands = obj.get("candidates")
+        if not cands:
+            if (obj.get("promptFeedback") or {}).get("blockReason"):
+                self._finish = "SAFETY"
+            return
+        cand = cands[0]
+        for p in (cand.get("content") or {}).get("parts") or ():
+            self._part(p, out)
+        fr = cand.get("finishReason")
+        if fr:
+            self._finish = fr
+            if FINISH_TO_IR.get(fr) is StopReason.ERROR:
+                self._done = True
+                out.append(StreamError(ErrorKind.API_ERROR, f"upstream model failed: finishReason {fr}"))
+
+    def _part(self, p: Any, out: list[StreamEvent]) -> None:
+        if not isinstance(p, dict):
+            return
+        sig = p.get("thoughtSignature")
+        text = p.get("text")
+        if text is not None:
+            if p.get("thought"):
+                idx = self._ensure("thinking", out)
+                if text:
+                    out.append(BlockDelta(idx, "thinking", text))
+                if sig:
+                    out.append(BlockDelta(idx, "signature", sig))
+            elif text:
+                out.append(BlockDelta(self._ensure("text", out), "text", text))
+            return
+        fc = p.get("functionCall")
+        if isinstance(fc, dict):
+            self._close_open(out)
+            block = call_block(fc, sig)
+            args = block.input
+            block.input = {}
+            idx = self._next
+            self._next += 1
+            self._any_call = True
+            out.append(BlockStart(idx, block))
+            out.append(BlockDelta(idx, "input_json", orjson.dumps(args).decode()))
+            out.append(BlockStop(idx))
+
+    def _ensure(self, kind: str, out: list[StreamEvent]) -> int:
+        if self._open is not None and self._open_kind == kind:
+            return self._open
+        self._close_open(out)
+        idx = self._next
+        self._next += 1
+        out.append(BlockStart(idx, TextBlock("") if kind == "text" else ThinkingBlock()))
+        self._open, self._open_kind = idx, kind
+        return idx
+
+    def _close_open(self, out: list[StreamEvent]) -> None:
+        if self._open is not None:
+            out.append(BlockStop(self._open))
+            self._open = None
