@@ -24,7 +24,7 @@ from busbar.ir.model import StreamError
 from busbar.proto.base import UpstreamErrorInfo
 from busbar.proxy.disposition import classify, parse_retry_after
 from busbar.proxy.credentials import CredentialError
-from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, prepare
+from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, prepare, read_upstream_error
 from busbar.proxy.translate import Call, build_body
 
 log = logging.getLogger("busbar")
@@ -85,8 +85,8 @@ async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> Attempt
     content, dropped = build_body(call, lane, reasoning, limits)
     try:
         url, headers, content = await prepare(gw, provider, lane.upstream_model, call.stream, content)
-    except CredentialError as e:
-        log.warning("%s", e)
+    except (CredentialError, ValueError) as e:   # ValueError: a malformed credential (e.g. SigV4 pair)
+        log.warning("provider %s: %s", provider.name, e)
         return AttemptFailure("auth", 0, UpstreamErrorInfo(None, "upstream credential unavailable"), None,
                               reason="auth")
     if provider.dialect is call.ingress:
@@ -138,7 +138,7 @@ async def _failure_from(resp: httpx.Response, provider, limits) -> AttemptFailur
     finally:
         await resp.aclose()
     body = bytes(buf)
-    info = provider.dialect.read_error(resp.status_code, body)
+    info = read_upstream_error(provider.dialect, resp.status_code, body, resp.headers)
     cls = classify(resp.status_code, info, provider.error_map)
     ra = parse_retry_after(resp.headers.get("retry-after"), limits.max_honored_retry_after_secs)
     relayed = {k: resp.headers[k] for k in RELAYED_ERROR_HEADERS if k in resp.headers}

@@ -22,10 +22,13 @@ Source: seeds 001 "providers.yaml", "providers", "limits"; ORIGINAL §2.2 (egres
 """
 from __future__ import annotations
 
+import inspect
+
 import httpx
 import orjson
 
 from busbar.config.schema import LimitsConfig
+from busbar.proto.base import UpstreamErrorInfo
 from busbar.proxy.runtime import Provider
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -95,6 +98,21 @@ async def prepare(gw, provider: Provider, upstream_model: str, stream: bool,
         doc["anthropic_version"] = VERTEX_ANTHROPIC_VERSION
         body = orjson.dumps(doc)
     return upstream_url(provider, upstream_model, stream), headers, body
+
+
+_READS_HEADERS: dict[int, bool] = {}
+
+
+def read_upstream_error(dialect, status: int, body: bytes, headers) -> UpstreamErrorInfo:
+    """``dialect.read_error`` with the response headers for dialects whose error identity travels
+    in a header (Bedrock's ``x-amzn-errortype``); one call site for attempts and health probes."""
+    key = id(dialect)
+    takes = _READS_HEADERS.get(key)
+    if takes is None:
+        takes = _READS_HEADERS[key] = "headers" in inspect.signature(dialect.read_error).parameters
+    if takes:
+        return dialect.read_error(status, body, headers=headers)
+    return dialect.read_error(status, body)
 
 
 def make_client(limits: LimitsConfig, transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:

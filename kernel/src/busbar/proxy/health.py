@@ -22,7 +22,7 @@ import orjson
 from busbar.ir.model import IrMessage, IrRequest, TextBlock
 from busbar.proxy.disposition import HARD_DOWN, TRANSIENT, classify, effect, parse_retry_after
 from busbar.proxy.credentials import CredentialError
-from busbar.proxy.egress import prepare
+from busbar.proxy.egress import prepare, read_upstream_error
 from busbar.proxy.runtime import Lane
 
 log = logging.getLogger("busbar.health")
@@ -51,7 +51,7 @@ async def probe_once(gw, lane: Lane, timeout_s: float) -> str:
     try:
         url, headers, body = await prepare(gw, prov, lane.upstream_model, False, probe_body(lane))
         resp = await gw.client.post(url, content=body, headers=headers, timeout=timeout_s)
-    except (httpx.HTTPError, OSError, CredentialError) as e:
+    except (httpx.HTTPError, OSError, CredentialError, ValueError) as e:
         cls, status, info, ra = "network", 0, None, None
         log.info("health probe of %s failed: %s", lane.name, e)
     else:
@@ -62,7 +62,8 @@ async def probe_once(gw, lane: Lane, timeout_s: float) -> str:
             lane.ok += 1
             return "ok"
         status = resp.status_code
-        info = prov.dialect.read_error(status, resp.content[: gw.limits.upstream_error_body_max_bytes])
+        info = read_upstream_error(prov.dialect, status, resp.content[: gw.limits.upstream_error_body_max_bytes],
+                                   resp.headers)
         cls = classify(status, info, prov.error_map)
         ra = parse_retry_after(resp.headers.get("retry-after"), gw.limits.max_honored_retry_after_secs)
     now = gw.clock()
