@@ -113,3 +113,59 @@ def test_client_disconnect_cancels_upstream(gw, mock, stream):
     ok = openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0).chat.completions.create(
         model="p", messages=[{"role": "user", "content": "after"}])
     assert ok.choices[0].finish_reason == "stop"     # the permit was released
+
+
+def test_model_of_wrong_type(gw):
+    r = httpx.post(gw.url + "/v1/chat/completions", json={"model": 123, "messages": []})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == "'model' must be a string naming a pool or a model, not int"
+
+
+def test_wrong_field_types_are_400_not_500(gw):
+    """A field of the wrong type on a cross-protocol hop is the client's fault: 400 in its envelope."""
+    r = httpx.post(gw.url + "/v1/messages", json={"model": "p", "max_tokens": 10, "stop_sequences": 5,
+                                                  "messages": [{"role": "user", "content": "x"}]})
+    assert r.status_code == 400
+    assert r.json()["type"] == "error" and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_wrong_method_and_unknown_methods(gw):
+    r = httpx.get(gw.url + "/v1/chat/completions")
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    r = httpx.request("DELETE", gw.url + "/v1/messages")
+    assert r.status_code == 405 and r.json()["error"]["type"] == "invalid_request_error"
+    r = httpx.request("OPTIONS", gw.url + "/anything")
+    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
+
+
+def test_slow_body_is_cut_with_408(gateway_factory, mock):
+    gw = gateway_factory(CONFIG.replace("limits: { request_body_max_bytes: 2048 }",
+                                        "limits: { request_body_max_bytes: 2048, request_body_read_timeout_secs: 1 }"),
+                         mock.url)
+    host, port = gw.url.removeprefix("http://").split(":")
+    s = socket.create_connection((host, int(port)))
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+              b"content-length: 100\r\n\r\n{")
+    s.settimeout(5)
+    t0 = time.time()
+    head = s.recv(65536)
+    s.close()
+    assert head.startswith(b"HTTP/1.1 408")
+    assert b"limits.request_body_read_timeout_secs" in head
+    assert 0.9 <= time.time() - t0 < 3
+
+
+def test_inbound_concurrency_cap_sheds_with_503(gateway_factory, mock):
+    import threading
+    gw = gateway_factory(CONFIG.replace("limits: { request_body_max_bytes: 2048 }",
+                                        "limits: { max_inbound_concurrent: 1 }"), mock.url)
+    mock.script([{"match": {"model": "slow-oa"}, "times": 1, "response": {"delay_ms": 1500}}])
+    t = threading.Thread(target=lambda: httpx.post(gw.url + "/v1/chat/completions", timeout=10, json={
+        "model": "p", "messages": [{"role": "user", "content": "slow"}]}))
+    t.start()
+    time.sleep(0.5)
+    r = httpx.post(gw.url + "/v1/chat/completions", json={"model": "p", "messages": [{"role": "user", "content": "x"}]})
+    t.join()
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    assert "inbound concurrency limit (1, limits.max_inbound_concurrent)" in r.json()["error"]["message"]

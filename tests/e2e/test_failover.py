@@ -21,7 +21,9 @@ models:
   down-a: { provider: up-openai }
   down-b: { provider: up-anthropic }
   rl-a: { provider: up-openai }
+  keyleak: { provider: up-openai }
 pools:
+  keyleak-pool: { members: [ { model: keyleak } ] }
   failover:
     members: [ { model: fo-a, weight: 100 }, { model: fo-b, weight: 1 } ]
     breaker: { trip: { mode: consecutive, consecutive_n: 50 } }
@@ -164,3 +166,17 @@ def test_breaker_trips_after_streak_and_recovers(gw, mock):
     ok2 = client.chat.completions.create(model="breaker", messages=[{"role": "user", "content": "x"}])
     assert ok2.choices[0].finish_reason == "stop"
     assert models_called(mock) == ["br-a"] * 4
+
+
+def test_upstream_auth_error_text_never_reaches_the_client(gw, mock):
+    """Case C020: OpenAI's 401 text carries a masked fragment of the operator's key; the client sees
+    a neutral message instead."""
+    body = {"error": {"message": "Incorrect API key provided: sk-XXXXX...1234.", "type": "invalid_request_error",
+                      "param": None, "code": "invalid_api_key"}}
+    mock.script([{"match": {"model": "keyleak"}, "times": 1, "response": {"status": 401, "body": body}}])
+    with pytest.raises(anthropic.InternalServerError) as ei:
+        an(gw).messages.create(model="keyleak-pool", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+    assert ei.value.status_code == 503
+    assert ei.value.body["error"]["message"] == ("all upstream attempts failed; last: upstream auth failure "
+                                                 "at lane 'keyleak'")
+    assert "sk-" not in str(ei.value.body)

@@ -22,6 +22,7 @@ import httpx
 
 from busbar.ir.model import StreamError
 from busbar.proto.base import UpstreamErrorInfo
+from busbar.proto.errors import ProtoError
 from busbar.proxy.disposition import classify, parse_retry_after
 from busbar.proxy.credentials import CredentialError
 from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, prepare, read_upstream_error
@@ -82,7 +83,16 @@ async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> Attempt
     reasoning = member_or_lane.reasoning
     provider = lane.provider
     limits = gw.limits
-    content, dropped = build_body(call, lane, reasoning, limits)
+    try:
+        content, dropped = build_body(call, lane, reasoning, limits)
+    except ProtoError as e:          # the client's request cannot be written for this lane
+        return AttemptFailure("client_error", e.status, UpstreamErrorInfo(None, e.message), None,
+                              reason="client_error")
+    except (TypeError, ValueError, KeyError, AttributeError) as e:   # malformed field values
+        log.info("request for %s cannot be translated: %r", lane.name, e)
+        return AttemptFailure("client_error", 400, UpstreamErrorInfo(
+            None, f"the request cannot be translated for this model: {type(e).__name__}: {e}"), None,
+            reason="client_error")
     try:
         url, headers, content = await prepare(gw, provider, lane.upstream_model, call.stream, content)
     except (CredentialError, ValueError) as e:   # ValueError: a malformed credential (e.g. SigV4 pair)

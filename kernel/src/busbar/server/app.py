@@ -22,7 +22,7 @@ from busbar import __version__
 from busbar.proto.base import ErrorKind
 from busbar.proto.registry import get_dialect
 from busbar.server.dataplane import DataPlane
-from busbar.server.routes import dialect_for_unknown
+from busbar.server.routes import dialect_for_unknown, match
 
 
 @dataclass
@@ -58,14 +58,18 @@ def create_app(state: AppState):
                 for n in state.gateway.routable_names()]
         return JSONResponse({"object": "list", "data": data})
 
-    @api.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    @api.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS",
+                                            "TRACE"])
     async def not_found(path: str, request: Request):
         try:
             dialect = get_dialect(dialect_for_unknown("/" + path))
         except KeyError:
             dialect = get_dialect("openai")
-        status = 404 if request.method in ("GET", "POST") else 405
-        st, headers, body = dialect.error_response(status, ErrorKind.NOT_FOUND,
+        if match("POST", "/" + path) is not None:          # a protocol route, wrong method
+            st, headers, body = dialect.error_response(
+                405, ErrorKind.INVALID_REQUEST, f"method {request.method} not allowed on /{path}; use POST")
+            return Response(body, status_code=st, headers={**headers, "allow": "POST"})
+        st, headers, body = dialect.error_response(404, ErrorKind.NOT_FOUND,
                                                    f"no route for {request.method} /{path}")
         return Response(body, status_code=st, headers=headers)
 

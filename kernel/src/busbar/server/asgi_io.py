@@ -1,7 +1,8 @@
 """Raw ASGI I/O for the data plane: bounded body reads, replies, and client-disconnect cancellation.
 
-- ``read_body(scope, receive, cap)``: the request body, or ``PayloadTooLarge`` as soon as the
-  declared or received size passes ``limits.request_body_max_bytes`` (bytes).
+- ``read_body(scope, receive, cap, frame_timeout_s)``: the request body, or ``PayloadTooLarge`` as
+  soon as the declared or received size passes ``limits.request_body_max_bytes`` (bytes), or
+  ``BodyReadTimeout`` (408) when body frames stop for ``limits.request_body_read_timeout_secs``.
 - ``run_cancellable(receive, coro)``: await ``coro`` while watching for ``http.disconnect``; a
   client that goes away cancels the upstream work at once (case C026). Returns ``None`` then.
 - ``send_reply(send, receive, reply)``: write a ``Reply``; a streaming body is cancelled the
@@ -14,12 +15,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from busbar.proto.errors import PayloadTooLarge
+from busbar.proto.errors import PayloadTooLarge, ProtoError
 from busbar.proxy.relay import Reply
 
 
-async def read_body(scope, receive, cap: int) -> bytes:
-    """Read the whole request body, refusing anything over ``cap`` bytes with ``PayloadTooLarge``."""
+class BodyReadTimeout(ProtoError):
+    """No body frame within ``limits.request_body_read_timeout_secs`` (slow-loris defence): 408."""
+
+    status = 408
+
+
+async def read_body(scope, receive, cap: int, frame_timeout_s: float | None = None) -> bytes:
+    """Read the whole request body, refusing anything over ``cap`` bytes with ``PayloadTooLarge``
+    and a gap of more than ``frame_timeout_s`` seconds between body frames with ``BodyReadTimeout``."""
     for name, value in scope["headers"]:
         if name == b"content-length":
             try:
@@ -32,7 +40,14 @@ async def read_body(scope, receive, cap: int) -> bytes:
     chunks = []
     size = 0
     while True:
-        msg = await receive()
+        if frame_timeout_s:
+            try:
+                msg = await asyncio.wait_for(receive(), frame_timeout_s)
+            except asyncio.TimeoutError:
+                raise BodyReadTimeout(f"no request body data for {frame_timeout_s:g}s "
+                                      f"(limits.request_body_read_timeout_secs)") from None
+        else:
+            msg = await receive()
         if msg["type"] == "http.disconnect":
             raise ConnectionAbortedError("client disconnected while sending the body")
         body = msg.get("body", b"")

@@ -34,6 +34,7 @@ class DataPlane:
     def __init__(self, state, fallback):
         self.state = state          # busbar.server.app.AppState (holds the live Gateway)
         self.fallback = fallback
+        self.inflight = 0           # data-plane requests in progress (limits.max_inbound_concurrent)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -47,8 +48,21 @@ class DataPlane:
             return await self.fallback(scope, receive, send)
         gw = self.state.gateway
         t0 = time.perf_counter()
+        cap = gw.limits.max_inbound_concurrent
+        if cap and self.inflight >= cap:           # shed before buffering the body
+            return await send_reply(send, receive, error_reply(
+                dialect, 503, ErrorKind.OVERLOADED, f"busbar is at its inbound concurrency limit "
+                f"({cap}, limits.max_inbound_concurrent); retry later", {"retry-after": "1"}))
+        self.inflight += 1
         try:
-            raw = await read_body(scope, receive, gw.limits.request_body_max_bytes)
+            await self._handle(gw, scope, receive, send, dialect, route, t0)
+        finally:
+            self.inflight -= 1
+
+    async def _handle(self, gw, scope, receive, send, dialect, route, t0: float) -> None:
+        try:
+            raw = await read_body(scope, receive, gw.limits.request_body_max_bytes,
+                                  gw.limits.request_body_read_timeout_secs)
         except ProtoError as e:
             return await send_reply(send, receive, error_reply(dialect, e.status, e.kind, e.message))
         except ConnectionAbortedError:
@@ -76,9 +90,13 @@ class DataPlane:
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, "request body must be a JSON object"), None
         name = route.name if route.name is not None else body.get("model")
         adhoc_provider = route.adhoc_provider
-        if not isinstance(name, str) or not name:
+        if name is None or name == "":
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
                                "'model' is required: name a pool or a model"), None
+        if not isinstance(name, str):
+            return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
+                               f"'model' must be a string naming a pool or a model, not "
+                               f"{type(name).__name__}"), None
         if adhoc_provider is not None:
             target = gw.adhoc_lane(adhoc_provider, name)
             if target is None:
@@ -98,6 +116,9 @@ class DataPlane:
                 call.ir  # validate the body's shape before any upstream work
         except ProtoError as e:
             return error_reply(dialect, e.status, e.kind, e.message), None
+        except (TypeError, ValueError, KeyError, AttributeError) as e:   # a field of the wrong type
+            return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
+                               f"malformed request body: {type(e).__name__}: {e}"), None
         return await run_cancellable(receive, forward(gw, call, target)), name
 
 
