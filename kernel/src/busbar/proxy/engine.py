@@ -13,6 +13,12 @@ When no member can be tried: ``on_exhausted`` — reject (503 + Retry-After = so
 least_bad (the soonest-expiring member, degraded), or ``fallback_pool`` (its full selection).
 When every tried member failed: an upstream 429 stays a 429 (case C018), anything else is 503.
 
+Hooks (``busbar.hooks``): a pool with a chain (a non-weighted strategy, gates or taps) gets its
+``Plan`` before the walk: a gate's reject is answered at once; a restriction joins the exclusion
+set for every hop (and ``least_bad``); an order replaces SWRR by a ranked walk (omitted members
+last, by SWRR). Replies carry ``x-busbar-route-policy``. ``global_hooks`` screen direct routes.
+A pool without hooks pays one attribute read and one dict lookup.
+
 Source: seeds 001 "failover", "on_exhausted", "breaker", "Context-length failover", "affinity".
 """
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 
+from busbar.hooks.plan import Plan
 from busbar.proto.base import ErrorKind
 from busbar.proxy.attempt import AttemptFailure, attempt
 from busbar.proxy.translate import Call
@@ -38,11 +45,20 @@ async def forward(gw, call: Call, target: Pool | Lane) -> Reply:
     """Serve one call against a pool or a single lane; always returns a ``Reply``."""
     if isinstance(target, Pool):
         now = gw.clock()
-        return await _walk_pool(gw, call, target, now + target.cfg.failover.timeout_secs, set())
-    return await _direct(gw, call, target)
+        reply = await _walk_pool(gw, call, target, now + target.cfg.failover.timeout_secs, set())
+    else:
+        reply = await _direct(gw, call, target)
+    if call.hooks is not None:           # taps: the completion stage (or at the stream's end)
+        call.hooks.finish(reply)
+    return reply
 
 
 async def _direct(gw, call: Call, lane: Lane) -> Reply:
+    hooks = gw.hooks
+    if hooks is not None and hooks.direct is not None:     # global_hooks screen direct routes too
+        plan = await hooks.direct.plan_lane(gw, call, lane)
+        if plan.reply is not None:
+            return plan.reply
     now = gw.clock()
     cell = lane.default_cell
     admit = cell.try_acquire(now) if lane.usable(now) else False
@@ -51,6 +67,8 @@ async def _direct(gw, call: Call, lane: Lane) -> Reply:
             cell.release_probe()
         wait = max(1.0, max(cell.cooldown_until, lane.hard_down_until) - now)
         return _exhausted_reply(call, wait)
+    if call.hooks is not None:
+        call.hooks.attempt(lane.name, 0, None)
     res = await _run(gw, call, lane, lane, cell, gw.limits.upstream_request_timeout_secs, "")
     if isinstance(res, AttemptFailure):
         return _final_failure(call, res, lane, 1.0)
@@ -58,8 +76,23 @@ async def _direct(gw, call: Call, lane: Lane) -> Reply:
 
 
 async def _walk_pool(gw, call: Call, pool: Pool, deadline: float, visited: set[str]) -> Reply:
+    hooks = gw.hooks
+    if hooks is not None:
+        chain = hooks.chains.get(pool.name)
+        if chain is not None:           # the pool's strategy and gates decide before the walk
+            plan = await chain.plan(gw, call, pool)
+            if plan.reply is not None:
+                return plan.reply
+            return plan.stamp(await _walk(gw, call, pool, deadline, visited, plan))
+    return await _walk(gw, call, pool, deadline, visited, None)
+
+
+async def _walk(gw, call: Call, pool: Pool, deadline: float, visited: set[str], plan: Plan | None) -> Reply:
+    """The failover walk: SWRR, or ``plan``'s ranked walk inside its restriction (busbar.hooks)."""
     visited.add(pool.name)
     excluded: set[int] = set(pool.excluded_idx)
+    if plan is not None:
+        excluded |= plan.excluded
     max_attempts = 1 + max(0, pool.cfg.failover.max_hops)
     attempts = 0
     last: tuple[AttemptFailure, Member] | None = None
@@ -73,7 +106,7 @@ async def _walk_pool(gw, call: Call, pool: Pool, deadline: float, visited: set[s
                                f"{pool.cfg.failover.timeout_secs}s exceeded", {"retry-after": "1"})
         member = affinity_pick(pool, session, now, excluded - pool.excluded_idx) if attempts == 0 else None
         if member is None:
-            member = swrr_pick(pool, now, excluded)
+            member = swrr_pick(pool, now, excluded) if plan is None else plan.pick(pool, now, excluded)
         if member is None:
             break
         admit = member.cell.try_acquire(now)
@@ -85,6 +118,10 @@ async def _walk_pool(gw, call: Call, pool: Pool, deadline: float, visited: set[s
         if last is not None:
             gw.metrics.failover(pool.name, last[0].reason)     # this attempt is a failover hop
         attempts += 1
+        if call.hooks is not None:
+            call.hooks.attempt(member.lane.name,
+                               sum(1 for m in pool.members if m.index not in excluded) - 1,
+                               last[0].reason if last is not None else None)
         res = await _run(gw, call, member.lane, member, member.cell, remaining, pool.name)
         if not isinstance(res, AttemptFailure):
             return res
@@ -103,16 +140,18 @@ async def _walk_pool(gw, call: Call, pool: Pool, deadline: float, visited: set[s
         if effect(last[0].cls) == CONTEXT and not any(m.index not in excluded for m in pool.members):
             return _final_failure(call, last[0], last[1].lane, 1.0)
         return _final_failure(call, last[0], last[1].lane, soonest_cooldown(pool, gw.clock()))
-    return await _on_exhausted(gw, call, pool, deadline, visited, excluded)
+    return await _on_exhausted(gw, call, pool, deadline, visited, excluded, plan)
 
 
-async def _on_exhausted(gw, call, pool: Pool, deadline: float, visited: set[str], excluded: set[int]) -> Reply:
+async def _on_exhausted(gw, call, pool: Pool, deadline: float, visited: set[str], excluded: set[int],
+                        plan: Plan | None = None) -> Reply:
     now = gw.clock()
     mode = pool.on_exhausted
     if mode == "fallback" and pool.fallback not in visited and pool.fallback in gw.pools:
         return await _walk_pool(gw, call, gw.pools[pool.fallback], deadline, visited)
     if mode == "least_bad":
-        member = least_bad(pool, now, pool.excluded_idx)
+        floor = pool.excluded_idx if plan is None else pool.excluded_idx | plan.excluded
+        member = least_bad(pool, now, floor)
         if member is not None and member.lane.acquire():
             log.warning("pool %s exhausted: degraded dispatch to %s (least_bad)", pool.name, member.lane.name)
             res = await _run(gw, call, member.lane, member, member.cell, deadline - now, pool.name)
@@ -142,7 +181,10 @@ def _final_failure(call, failure: AttemptFailure, lane: Lane, wait_s: float) -> 
                         "upstream rate limit")
         reply.headers = {**reply.headers, "retry-after": str(max(1, math.ceil(ra)))}
         return reply
-    msg = failure.info.message if failure.info and failure.info.message else "upstream unavailable"
+    if failure.cls in ("auth", "billing"):     # never echo upstream credential text (case C020)
+        msg = f"upstream {failure.cls} failure at lane '{lane.name}'"
+    else:
+        msg = failure.info.message if failure.info and failure.info.message else "upstream unavailable"
     reply = error_reply(call.ingress, 503, ErrorKind.OVERLOADED,
                         f"all upstream attempts failed; last: {msg}",
                         {"retry-after": str(max(1, math.ceil(wait_s)))})
@@ -210,6 +252,8 @@ async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float, pool: st
                 lane.budget += 1          # refund: the body failed after 2xx headers
         else:
             cell.release_probe()
+        if call.hooks is not None:      # taps: the completion stage of a stream
+            call.hooks.stream_done(outcome)
 
     reply = stream_reply(call, lane, res, keepalive_s=gw.limits.stream_keepalive_secs, on_end=on_end)
     reply.headers.update(headers_extra)

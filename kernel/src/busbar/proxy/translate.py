@@ -4,7 +4,8 @@
 pays for it). ``build_body(call, lane, member_reasoning, limits) -> (bytes, dropped)``:
 
 - Same protocol: the client's bytes, unchanged when the client named the lane's wire model (or the
-  protocol carries the model in the URL), else with ``model`` rewritten.
+  protocol carries the model in the URL), else with ``model`` rewritten. After a hook's rewrite
+  (``Call.install_ir``) the IR is serialized by the same dialect instead (its ``extra`` kept).
 - Cross protocol, on a per-attempt copy of the IR (the shared IR is never mutated):
   ``max_tokens`` injected when the target requires it (lane ``default_max_tokens``, else
   ``limits.default_max_tokens``; never a small constant — case C017); the reasoning ask dropped
@@ -36,7 +37,7 @@ class Call:
     needs its stream re-framed even on a same-protocol hop (Gemini JSON-array framing)."""
 
     __slots__ = ("ingress", "body", "raw", "stream", "headers", "called", "_ir", "client_model",
-                 "shims", "reencode")
+                 "shims", "reencode", "hooks", "rewritten")
 
     def __init__(self, ingress, body: dict, raw: bytes, stream: bool, headers, called: str,
                  shims: dict | None = None):
@@ -50,6 +51,8 @@ class Call:
         self._ir: IrRequest | None = None
         self.shims = shims or {}
         self.reencode = bool(self.shims)
+        self.hooks = None            # busbar.hooks.HookRun while hooks observe this request
+        self.rewritten = False       # a hook replaced the body: every hop re-serializes the IR
 
     @property
     def ir(self) -> IrRequest:
@@ -64,11 +67,19 @@ class Call:
             self._ir = ir
         return self._ir
 
+    def install_ir(self, ir: IrRequest) -> None:
+        """Replace the request body with ``ir`` (a hook's rewrite): from now on every hop, same
+        protocol included, serializes this IR instead of forwarding the client's bytes."""
+        self._ir = ir
+        self.rewritten = True
+
 
 def build_body(call: Call, lane, member_reasoning: bool, limits) -> tuple[bytes, list[str]]:
     """The upstream body for ``lane`` and the request fields dropped on the way."""
     egress = lane.provider.dialect
     if egress is call.ingress:
+        if call.rewritten:          # same dialect, rewritten body: the client's fields, new messages
+            return orjson.dumps(egress.write_request(copy.copy(call.ir), lane.upstream_model)), []
         if call.client_model == lane.upstream_model or egress.name in MODEL_IN_URL:
             return call.raw, []
         body = dict(call.body)

@@ -2,7 +2,9 @@
 
 ``boot(loaded, env) -> (Gateway, PluginReloader | None)`` loads the plugin set (when
 ``plugins.enabled``), resolves secrets (``{ module: <secret-plugin> }`` through it) and builds the
-gateway. Raises ``BootError`` with one line per fault (the CLI prints them and exits 2).
+gateway with its hook chains (``busbar.hooks``: an unloaded hook module, a non-terminating
+``on_error`` chain, an SSRF-blocked sidecar URL are boot faults; a plugin reload rebuilds them).
+Raises ``BootError`` with one line per fault (the CLI prints them and exits 2).
 ``check_plugins(loaded) -> list[str]``: the same plugin pipeline with nothing imported, for
 ``--validate``.
 
@@ -54,9 +56,18 @@ def boot(loaded, env: Mapping[str, str]):
         except PluginBootError as e:
             raise BootError(list(e.faults)) from None
         resolver = SecretModuleResolver(plugin_set)
+    from busbar.hooks import HookBootError, reattach
+
     try:
-        gateway = Gateway.build(loaded, env, module_resolver=resolver)
+        gateway = Gateway.build(loaded, env, module_resolver=resolver,
+                                plugins=reloader.current if reloader is not None else None)
     except (SecretError, SecretResolutionError) as e:
         raise BootError([str(e)]) from None
+    except HookBootError as e:
+        if reloader is not None:
+            reloader.close()
+        raise BootError(list(e.faults)) from None
     gateway.plugins = reloader
+    if reloader is not None and gateway.hooks is not None:
+        reloader.on_swap = lambda old, new: reattach(gateway, new)   # SIGHUP: hooks follow the new set
     return gateway, reloader

@@ -1,0 +1,264 @@
+"""A pool's hook chain, built once at boot, and its per-request decision: ``await chain.plan(...)``.
+
+:class:`PoolChain` holds the pool's base strategy, its transform gates (effective ``prompt: rw``, in
+priority order), its decide gates and its taps (the pool's own plus every global). Per request:
+
+1. Transform pass, once per request (a fallback pool does not repeat it): each rw gate in priority
+   order gets ``op: transform`` with the body as left by the previous one; reject > rewrite >
+   abstain. A rewrite replaces the request's IR messages (and tools, when sent) before routing.
+   Then taps at ``request`` observe the effective body.
+2. Decide pass: every other gate gets ``op: decide`` at once (``fire``), each cut at its own
+   deadline; failures follow ``on_error`` (fallback hooks fire in their place); the verdicts, in
+   priority-chain order, reconcile (``reconcile``) over the base strategy's ranking.
+3. The result is a :class:`busbar.hooks.plan.Plan`: a reject reply (dialect-native, with
+   ``x-busbar-route-policy``), or the allowed set and ranked walk for the failover loop. Taps at
+   ``route`` see the surviving candidate count.
+
+A pool with a native strategy and nothing else takes :meth:`PoolChain.plan`'s fast path: no
+projection, no run, one sort. Source: seeds 003 "Gates fire concurrently", "The gate reply arms",
+"What Busbar guarantees when a hook misbehaves"; seeds 000 "How ordering composes with the breaker
+and failover", "Observability".
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from busbar.hooks.fire import Result, fire
+from busbar.hooks.plan import ROUTE_POLICY, Plan
+from busbar.hooks.projection import candidate_views
+from busbar.hooks.reconcile import Verdict, reconcile
+from busbar.hooks.reply import Arms, Reject, Rewrite
+from busbar.hooks.run import HookRun
+from busbar.hooks.specs import GateSpec, TapSpec
+from busbar.hooks.strategies import STRATEGIES, Ranker
+from busbar.proto.base import ErrorKind
+from busbar.proto.errors import ProtoError
+from busbar.proxy.relay import error_reply
+
+log = logging.getLogger("busbar.hooks")
+
+__all__ = ["PoolChain"]
+
+_FAILED = {"timeout": "timed out", "error": "raised an error", "garbage": "returned a malformed reply",
+           "grant": "returned a field it was not granted", "saturated": "is saturated"}
+
+
+class PoolChain:
+    """The hooks of one pool (or, with ``pool`` None, of direct model routes: globals only).
+
+    Attributes:
+        name: the pool name ('' for direct routes).
+        strategy: the base strategy's name (``None`` = weighted).
+        transforms, gates, taps: the rw gates, the decide gates (priority-chain order) and taps.
+        ordering: whether replies carry ``x-busbar-route-policy`` (a non-weighted strategy or any gate).
+    """
+
+    def __init__(self, name: str, *, strategy: str | None, transforms: Sequence[GateSpec],
+                 gates: Sequence[GateSpec], taps: Sequence[TapSpec], costs: dict[int, float | None],
+                 tags_of: dict[int, frozenset[str]], all_idx: tuple[int, ...], max_rewrite_bytes: int):
+        self.name = name
+        self.strategy = strategy if strategy != "weighted" else None
+        self.ranker: Ranker | None = STRATEGIES[self.strategy] if self.strategy else None
+        self.transforms = tuple(sorted(transforms, key=lambda g: g.rank))
+        self.gates = tuple(sorted(gates, key=lambda g: g.rank))
+        self.taps = tuple(sorted(taps, key=lambda t: t.rank))
+        self.tap_at = {at: tuple(t for t in self.taps if t.at == at)
+                       for at in ("request", "route", "attempt", "completion")}
+        self.costs = costs
+        self.tags_of = tags_of
+        self.all_idx = all_idx
+        self.max_rewrite_bytes = max_rewrite_bytes
+        self.ordering = self.strategy is not None or bool(self.transforms or self.gates)
+        self.native_only = not (self.transforms or self.gates or self.taps)
+
+    # ------------------------------------------------------------------ entry points
+
+    async def plan(self, gw: Any, call: Any, pool: Any) -> Plan:
+        """Decide for a pool request; see the module docstring."""
+        now = gw.clock()
+        skip = pool.excluded_idx
+        members = [m for m in pool.members if m.index not in skip and m.usable(now)]
+        base = None
+        if self.ranker is not None:
+            ranking = self.ranker(members, self.costs)
+            if ranking:
+                base = (self.strategy or "", ranking)
+        if self.native_only:
+            if base is None:
+                return Plan(ordering=True)
+            gw.metrics.policy_selection(base[0], self.name)
+            return Plan(order=base[1], policy=base[0], ordering=True)
+        return await self._decide(gw, call, members, base)
+
+    async def plan_lane(self, gw: Any, call: Any, lane: Any) -> Plan:
+        """Decide for a direct (pool-less) route: the globals over a single candidate."""
+        now = gw.clock()
+        member = _LaneMember(lane)
+        members = [member] if member.usable(now) else []
+        return await self._decide(gw, call, members, None)
+
+    # ------------------------------------------------------------------ the decision
+
+    async def _decide(self, gw: Any, call: Any, members: list[Any], base: tuple[str, tuple[int, ...]] | None) -> Plan:
+        run: HookRun | None = call.hooks
+        if run is None:
+            run = call.hooks = HookRun(call)
+            run.pool = self.name or call.called
+            run.taps = self.tap_at["attempt"] + self.tap_at["completion"]
+        extra: list[tuple[tuple[int, int, int], Verdict]] = []
+        try:
+            cands = candidate_views(members, self.costs)
+            if not run.transformed:
+                run.transformed = True
+                if self.transforms:
+                    stop = await self._transform_pass(gw, call, run, cands, members, extra)
+                    if stop is not None:
+                        return stop
+                run.tap(self.tap_at["request"], "request")
+            known = frozenset(c["idx"] for c in cands)
+            verdicts = await self._decide_pass(gw, call, run, cands, known, members)
+        except ProtoError as e:          # the body does not parse: the caller's own 400
+            return Plan(reply=error_reply(call.ingress, e.status, e.kind, e.message))
+        verdicts.extend(extra)
+        verdicts.sort(key=lambda rv: rv[0])
+        decision = reconcile([v for _, v in verdicts], self.tags_of, base)
+        if decision.reject is not None:
+            return self._reject(gw, call, run, decision.reject, decision.policy or "", decision.failure)
+        allowed = decision.allowed
+        excluded = frozenset() if allowed is None else frozenset(i for i in self.all_idx if i not in allowed)
+        if decision.order is not None and decision.policy is not None:
+            gw.metrics.policy_selection(decision.policy, self.name)
+        if self.tap_at["route"]:
+            run.tap(self.tap_at["route"], "route",
+                    remaining_candidates=sum(1 for m in members if allowed is None or m.index in allowed))
+        return Plan(order=decision.order, excluded=excluded, policy=decision.policy, ordering=self.ordering,
+                    run=run)
+
+    def _reject(self, gw: Any, call: Any, run: HookRun, reject: tuple[int, str], policy: str,
+                failure: str | None) -> Plan:
+        status, message = reject
+        headers = {ROUTE_POLICY: policy} if policy else {}
+        if failure is not None:
+            headers["x-busbar-hook-error"] = failure
+        else:
+            gw.metrics.policy_rejection(policy, self.name, status)
+        run.rejected = True
+        return Plan(reply=error_reply(call.ingress, status, ErrorKind.from_status(status), message, headers),
+                    run=run)
+
+    async def _transform_pass(self, gw: Any, call: Any, run: HookRun, cands: list[dict[str, Any]],
+                              members: list[Any], extra: list[tuple[tuple[int, int, int], Verdict]]) -> Plan | None:
+        for g in self.transforms:
+            res = (await fire([(g, self._submit(g, run, cands, frozenset()))]))[0]
+            answer, who = await self._settle(g, res, run, cands, frozenset(), members)
+            if isinstance(answer, Verdict):
+                if answer.reject is not None:
+                    return self._reject(gw, call, run, answer.reject, answer.policy, answer.failure)
+                extra.append((g.rank, answer))
+            elif isinstance(answer, Reject):
+                return self._reject(gw, call, run, (answer.status, answer.message), who.name, None)
+            elif isinstance(answer, Rewrite):
+                _apply_rewrite(call, run, answer)
+            elif isinstance(answer, Arms):      # a non-rw fallback's decide arms
+                extra.append((g.rank, Verdict(who.name, restrict=answer.restrict, order=answer.order,
+                                              on_empty=who.on_empty)))
+        return None
+
+    async def _decide_pass(self, gw: Any, call: Any, run: HookRun, cands: list[dict[str, Any]],
+                           known: frozenset[int], members: list[Any]) -> list[tuple[tuple[int, int, int], Verdict]]:
+        gates = self.gates
+        if not gates:
+            return []
+        results = await fire([(g, self._submit(g, run, cands, known)) for g in gates])
+        if any(r.failure is not None and g.on_error.kind == "hook" for g, r in zip(gates, results)):
+            settled = await asyncio.gather(*(self._settle(g, r, run, cands, known, members)
+                                             for g, r in zip(gates, results)))
+        else:                           # no fallback hook to fire: settle without a loop round trip
+            settled = [self._terminal(g, r, members) if r.failure is not None else (r.arm, g)
+                       for g, r in zip(gates, results)]
+        out: list[tuple[tuple[int, int, int], Verdict]] = []
+        for g, (answer, who) in zip(gates, settled):
+            if isinstance(answer, Verdict):
+                out.append((g.rank, answer))
+            elif isinstance(answer, Reject):
+                out.append((g.rank, Verdict(who.name, reject=(answer.status, answer.message))))
+            elif isinstance(answer, Arms):
+                out.append((g.rank, Verdict(who.name, restrict=answer.restrict, order=answer.order,
+                                            on_empty=who.on_empty)))
+            elif isinstance(answer, Rewrite):   # an rw fallback answered the transform it was sent
+                _apply_rewrite(call, run, answer)
+        return out
+
+    def _submit(self, g: GateSpec, run: HookRun, cands: list[dict[str, Any]], known: frozenset[int]) -> Any:
+        if g.transform:
+            msg = run.message("transform", run.pool, cands, prompt=g.prompt, user="no")
+            return lambda: g.facade.transform(msg, self.max_rewrite_bytes)
+        msg = run.message("decide", run.pool, cands, prompt=g.prompt, user=g.user)
+        known_idx = known or frozenset(c["idx"] for c in cands)
+        return lambda: g.facade.decide(msg, known_idx)
+
+    async def _settle(self, g: GateSpec, res: Result, run: HookRun, cands: list[dict[str, Any]],
+                      known: frozenset[int], members: list[Any]) -> tuple[Any, GateSpec]:
+        """Follow ``g``'s ``on_error`` chain until an answer: ``(arm, the gate that gave it)`` or
+        ``(Verdict | None, g)`` for a terminal."""
+        while res.failure is not None:
+            if g.on_error.kind != "hook" or g.on_error.hook is None:
+                return self._terminal(g, res, members)
+            _log_failure(g, res)
+            g = g.on_error.hook
+            res = (await fire([(g, self._submit(g, run, cands, known))]))[0]
+        return res.arm, g
+
+    def _terminal(self, g: GateSpec, res: Result, members: list[Any]) -> tuple[Verdict | None, GateSpec]:
+        """A failed gate under a terminal ``on_error`` (not ``{ hook: ... }``) -> its verdict."""
+        _log_failure(g, res)
+        oe = g.on_error
+        if oe.kind == "first":
+            return Verdict("first", order=self.all_idx), g
+        if oe.kind == "reject":
+            what = _FAILED.get(res.failure or "", "failed")
+            return Verdict(g.name, reject=(503, (f"hook '{g.name}' {what} and its on_error is reject; the request "
+                                                f"was not routed")), failure=res.failure), g
+        if oe.kind == "strategy" and oe.strategy is not None:
+            ranking = STRATEGIES[oe.strategy](members, self.costs)
+            return (Verdict(oe.strategy, order=ranking) if ranking else None), g
+        return None, g                  # nothing / weighted: the gate does not participate
+
+
+def _apply_rewrite(call: Any, run: HookRun, rw: Rewrite) -> None:
+    """Install the rewritten body: a copy of the IR with new messages (and tools, when sent)."""
+    ir = copy.copy(call.ir)
+    ir.messages = rw.messages
+    if rw.tools is not None:
+        ir.tools = rw.tools
+    call.install_ir(ir)
+    run.rewritten()
+
+
+def _log_failure(g: GateSpec, res: Result) -> None:
+    f = g.facade
+    n = f.timeouts + f.errors + f.garbage + f.saturated
+    if n <= 5 or n % 1000 == 0:
+        log.warning("hook '%s' (%s) %s: %s; applying on_error: %s (%d failure(s) so far)", g.name, g.path,
+                    _FAILED.get(res.failure or "", "failed"), res.detail, g.on_error.describe(), n)
+
+
+class _LaneMember:
+    """A direct route's lane seen as the single member (idx 0, no labels) of a chain decision."""
+
+    __slots__ = ("lane",)
+    index = 0
+    weight = 1
+    context_max = None
+    tier = None
+    tags: tuple[str, ...] = ()
+
+    def __init__(self, lane: Any):
+        self.lane = lane
+
+    def usable(self, now: float) -> bool:
+        return bool(self.lane.usable(now) and self.lane.default_cell.admits(now))

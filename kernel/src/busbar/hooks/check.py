@@ -1,0 +1,167 @@
+"""Boot-time checks of the hook config against the loaded plugin set; every fault at once.
+
+``check(cfg, plugins, src="config.yaml") -> list[str]``, one line per fault, each naming its key
+path (rows of seeds 001 "Startup validation summary" that need the loader):
+
+- ``pools.<p>.hooks[i]`` / ``global_hooks[i]``: a bare name that is not a strategy, more than one
+  strategy in a list, a bare name in ``global_hooks``;
+- ``.module``: the plugin subsystem is disabled, or the module is not a loaded ``kind: hook`` plugin
+  (by manifest name or alias), or it is another kind;
+- ``.prompt``: ``rw`` on a tap;
+- ``.settings.url`` of ``busbar-webrequest-hook``: refused by the one SSRF guard (loopback allowed;
+  RFC-1918 / CGNAT / link-local / metadata refused; a remote URL must be ``https://``);
+- ``.on_error``: not a terminal, a strategy or ``{ hook: <name> }``; and every ``{ hook: <name> }``
+  chain proven terminating (an unknown name, a tap, or a cycle is a fault, the path printed).
+
+A ``{ hook: X }`` fallback resolves to the first ref whose ``module`` is X in scope: a pool ref's
+scope is that pool's ``hooks:`` then ``global_hooks:``; a global's is ``global_hooks:``. The
+terminals ``nothing``/``weighted``/``first``/``reject`` and the strategy names end a chain.
+
+Source: seeds 001 "Pool hooks: ordering and gates", "Startup validation summary"; seeds 003 "What
+Busbar guarantees when a hook misbehaves"; handout C032 (one SSRF guard for every egress URL).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from busbar.hooks.strategies import STRATEGIES
+
+TERMINALS = ("nothing", "weighted", "first", "reject")
+WEBREQUEST_MODULES = ("busbar-webrequest-hook", "busbar-webrequest")
+
+__all__ = ["TERMINALS", "check", "iter_refs", "kind_of", "resolve_fallback"]
+
+
+def kind_of(ref: Any, *, in_global: bool) -> str:
+    """The ref's kind as written, else the position default (tap in global_hooks, gate in a pool)."""
+    return str(ref.kind or ("tap" if in_global else "gate"))
+
+
+def iter_refs(cfg: Any) -> Iterator[tuple[str, str | None, int, Any, bool]]:
+    """Every hook entry as ``(path, pool or None, position, entry, in_global)``, globals first."""
+    for i, entry in enumerate(cfg.global_hooks):
+        yield f"global_hooks[{i}]", None, i, entry, True
+    for pname, pool in cfg.pools.items():
+        for i, entry in enumerate(pool.hooks):
+            yield f"pools.{pname}.hooks[{i}]", pname, i, entry, False
+
+
+def resolve_fallback(name: str, scope: list[tuple[str, Any, bool]]) -> tuple[str, Any, bool] | None:
+    """The first ``(path, ref, in_global)`` of ``scope`` whose module is ``name``."""
+    for item in scope:
+        if item[1].module == name:
+            return item
+    return None
+
+
+def check(cfg: Any, plugins: Any, src: str = "config.yaml") -> list[str]:
+    """All hook faults of ``cfg`` given the loaded ``plugins`` (a ``PluginSet`` or ``None``)."""
+    faults: list[str] = []
+
+    def err(path: str, text: str) -> None:
+        faults.append(f"{src}: {path}: {text}")
+
+    strategies: dict[str, list[str]] = {}
+    for path, pool, _, entry, in_global in iter_refs(cfg):
+        if isinstance(entry, str):
+            if in_global:
+                err(path, f"'{entry}' is a bare name; global_hooks takes inline {{ module: <hook plugin> }} refs "
+                          f"(an ordering strategy belongs in a pool's hooks: list)")
+            elif entry not in STRATEGIES:
+                err(path, f"'{entry}' is not a built-in strategy ({', '.join(STRATEGIES)}); an out-of-process "
+                          f"hook is an inline {{ module: ... }} ref")
+            else:
+                strategies.setdefault(f"pools.{pool}.hooks", []).append(entry)
+            continue
+        _check_ref(cfg, plugins, path, entry, in_global, err)
+    for where, names in strategies.items():
+        if len(names) > 1:
+            err(where, f"names more than one ordering strategy ({', '.join(names)}); a pool has one base "
+                       f"ordering: keep one")
+    globals_ = [(f"global_hooks[{i}]", r, True) for i, r in enumerate(cfg.global_hooks) if not isinstance(r, str)]
+    for path, ref, _ in globals_:
+        _check_chain(path, ref, globals_, err)
+    for pname, pool in cfg.pools.items():
+        refs = [(f"pools.{pname}.hooks[{i}]", r, False) for i, r in enumerate(pool.hooks) if not isinstance(r, str)]
+        for path, ref, _ in refs:
+            _check_chain(path, ref, refs + globals_, err)
+    return faults
+
+
+def _check_ref(cfg: Any, plugins: Any, path: str, ref: Any, in_global: bool, err: Any) -> None:
+    kind = kind_of(ref, in_global=in_global)
+    module = ref.module
+    if not cfg.plugins.enabled:
+        err(f"{path}.module", f"'{module}' is a kind: hook plugin but plugins.enabled is false; set "
+                              f"plugins.enabled: true and install its tarball in plugins.dir")
+    else:
+        plugin = plugins.get(module) if plugins is not None else None
+        if plugin is None:
+            err(f"{path}.module", f"'{module}' is not a loaded kind: hook plugin; install its tarball in "
+                                  f"plugins.dir")
+        elif plugin.kind != "hook":
+            err(f"{path}.module", f"'{module}' is a kind: {plugin.kind} plugin, not a kind: hook plugin; name a "
+                                  f"kind: hook plugin")
+    if kind == "tap" and ref.prompt == "rw":
+        err(f"{path}.prompt", "rw is not allowed on a tap (a tap never replies); use ro, or kind: gate")
+    oe = ref.on_error
+    if isinstance(oe, str) and oe not in TERMINALS and oe not in STRATEGIES:
+        err(f"{path}.on_error", f"'{oe}' is not an on_error value; use nothing, weighted, first, reject, a "
+                                f"strategy name, or {{ hook: {oe} }} for a named fallback")
+    if module in WEBREQUEST_MODULES:
+        _check_url(cfg, path, ref.settings.get("url"), module, err)
+
+
+def _check_url(cfg: Any, path: str, url: Any, module: str, err: Any) -> None:
+    from busbar.security.ssrf import SsrfBlocked, SsrfPolicy
+
+    where = f"{path}.settings.url"
+    if url is None:
+        err(where, f"required by {module}: the sidecar endpoint; add settings: {{ url: "
+                   f"\"https://sidecar.internal/hook\" }}")
+        return
+    if not isinstance(url, str):
+        err(where, f"must be a URL string, found {url!r}")
+        return
+    sec = cfg.security
+    try:
+        policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
+        policy.check_url(url, purpose=where, allow_private=False)
+    except SsrfBlocked as e:
+        reason = e.reason
+        for sep in (": ", " "):
+            if reason.startswith(where + sep):
+                reason = reason[len(where) + len(sep):]
+                break
+        err(where, reason)
+    except ValueError as e:
+        err("security", f"{e}; use host names, IP literals or CIDRs")
+
+
+def _check_chain(path: str, ref: Any, scope: list[tuple[str, Any, bool]], err: Any) -> None:
+    """Prove the ``on_error`` chain starting at ``ref`` terminates; one fault at ``path`` if not."""
+    seen = [ref.module]
+    cur = ref
+    while not isinstance(cur.on_error, str):
+        name = cur.on_error.hook
+        if name in TERMINALS or name in STRATEGIES:
+            return
+        found = resolve_fallback(name, scope)
+        if found is None:
+            known = ", ".join(dict.fromkeys(r.module for _, r, _ in scope)) or "none"
+            err(f"{path}.on_error.hook", f"unknown hook '{name}' in the on_error chain (hooks in scope: "
+                                         f"{known}); name one of them, a strategy, or a terminal (nothing, "
+                                         f"weighted, first, reject)")
+            return
+        _, nxt, nxt_global = found
+        if kind_of(nxt, in_global=nxt_global) == "tap":
+            err(f"{path}.on_error.hook", f"'{name}' is a tap; a tap never decides, so it cannot be an "
+                                         f"on_error fallback; name a gate or a terminal")
+            return
+        if name in seen:
+            err(f"{path}.on_error.hook", f"on_error cycle {' -> '.join(seen + [name])}; end the chain with a "
+                                         f"terminal (nothing, weighted, first, reject)")
+            return
+        seen.append(name)
+        cur = nxt

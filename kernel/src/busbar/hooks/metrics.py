@@ -1,0 +1,61 @@
+"""Prometheus series of the hook engine, read at scrape time from the live engine's facades.
+
+- ``busbar_hook_calls_total{hook}``: gate messages queued (decide + transform);
+- ``busbar_hook_failures_total{hook,reason}``: reason ``timeout`` | ``error`` | ``garbage`` |
+  ``saturated`` (each one applied the gate's ``on_error``);
+- ``busbar_tap_notifications_dropped_total{hook}``: tap observations dropped (queue full);
+- ``busbar_tap_failures_total{hook}``: tap calls that raised (swallowed, logged);
+- ``busbar_hook_latency_us{hook}``: the gate's latency EWMA in µs.
+
+The route-policy counters (``busbar_route_policy_selections_total``,
+``busbar_route_policy_rejections_total``) live with the request metrics (``busbar.proxy.metrics``).
+
+Source: ORIGINAL.md §2.11 (taps: dropped counted), §7.3.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+__all__ = ["HookCollector"]
+
+
+class HookCollector:
+    """A prometheus-client collector over ``gateway.hooks`` (swapped on a plugin reload)."""
+
+    def __init__(self, gateway: Any):
+        self.gw = gateway
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        engine = self.gw.hooks
+        calls = CounterMetricFamily("busbar_hook_calls", "Gate messages sent, per hook", labels=["hook"])
+        fails = CounterMetricFamily("busbar_hook_failures", "Gate failures (on_error applied), per hook and reason",
+                                    labels=["hook", "reason"])
+        dropped = CounterMetricFamily("busbar_tap_notifications_dropped", "Tap observations dropped (queue full)",
+                                      labels=["hook"])
+        tap_fail = CounterMetricFamily("busbar_tap_failures", "Tap calls that raised", labels=["hook"])
+        latency = GaugeMetricFamily("busbar_hook_latency_us", "Gate latency EWMA (µs)", labels=["hook"])
+        totals: dict[str, list[float]] = {}
+        for f in engine.facades if engine is not None else ():
+            t = totals.setdefault(f.name, [0.0] * 8)
+            for i, v in enumerate((f.calls, f.timeouts, f.errors, f.garbage, f.saturated, f.tap_dropped,
+                                   f.tap_errors)):
+                t[i] += v
+            t[7] = max(t[7], f.latency_us)
+        for name, t in totals.items():
+            calls.add_metric([name], t[0])
+            for reason, v in zip(("timeout", "error", "garbage", "saturated"), t[1:5]):
+                fails.add_metric([name, reason], v)
+            dropped.add_metric([name], t[5])
+            tap_fail.add_metric([name], t[6])
+            latency.add_metric([name], t[7])
+        yield calls
+        yield fails
+        yield dropped
+        yield tap_fail
+        yield latency

@@ -1,0 +1,214 @@
+"""The projection: the read-only view of one request and its candidates that a hook is sent.
+
+What lives here: pure builders of the wire dicts (``request``, ``candidates``, ``stage``) and the
+per-gate copy. What must not: grants policy (``busbar.hooks.grants``), firing, reconcile.
+
+Shapes (seeds 000 "The decision payload", seeds 003 "What a gate receives"); optional fields are
+**absent, never null**:
+
+- ``request``: ``request_id``, ``pool``, ``ingress_protocol`` (anthropic | openai | gemini |
+  bedrock | cohere | responses), ``message_count``, ``has_tools``, ``total_chars`` (characters of
+  every text, thinking and tool-result text block across system + messages; a size signal, not a
+  token count), ``max_tokens``? (absent when the caller set no output cap), ``stream``.
+  Under ``prompt: ro|rw``: ``system``? (flattened system text, absent when the request has none)
+  and ``messages`` (``[{"role", "text"}]``, text flattened: text, thinking and tool-result text
+  included, a tool call as its compact JSON input, images and files skipped, redacted reasoning as
+  the fixed marker ``[busbar:redacted_reasoning]``). Under ``user: ro`` (decide payloads only):
+  ``user`` ``{key_id?, key_name?, user?}`` built from the resolved key record and the body's
+  end-user field, never the credential.
+- ``candidates``: one per healthy member (usable now, not in ``failover.exclusions``): ``idx``,
+  ``model``, ``provider``, ``weight``, ``context_max``?, ``tier``?, ``tags``? (absent when the
+  member declares none), ``cost_per_mtok``? (``(input_utok + output_utok) / 2`` from the model's
+  ``rate_card`` entry), ``latency_ms``? (the lane's rolling EWMA, absent before its first
+  success), ``available_concurrency`` (free semaphore permits; an unbounded lane reports
+  ``UNBOUNDED_PERMITS - inflight``), ``budget_remaining``? and ``rate_headroom``? (absent until
+  governance supplies them).
+- ``stage`` (taps): ``{"at", ...}`` with only the stage's own fields.
+
+Source: seeds 000 "The routing signals", "The decision payload"; seeds 003 "Access grants", "What a
+gate receives", "Two kinds: tap and gate" (stage payloads); ORIGINAL.md §2.11 (projection).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from busbar.ir.model import IrRequest, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+
+REDACTED_REASONING = "[busbar:redacted_reasoning]"
+#: ``available_concurrency`` of a lane without ``max_concurrent`` (a 31-bit ceiling, safe in any
+#: JSON parser), minus its in-flight count so ``least_busy`` still prefers the idler one.
+UNBOUNDED_PERMITS = 2**31 - 1
+
+__all__ = ["REDACTED_REASONING", "UNBOUNDED_PERMITS", "available_permits", "candidate_views",
+           "cost_per_mtok", "fresh", "prompt_view", "request_view", "stage_view", "user_view"]
+
+
+def available_permits(lane: Any) -> int:
+    """Free semaphore permits of ``lane`` now (never negative)."""
+    cap: int | None = lane.max_concurrent
+    inflight: int = lane.inflight
+    if cap is None:
+        return UNBOUNDED_PERMITS - inflight
+    return max(0, cap - inflight)
+
+
+def cost_per_mtok(rate_card: Mapping[str, Any] | None, lane: Any) -> float | None:
+    """``(input_utok + output_utok) / 2`` of the lane's rate-card entry; ``None`` if unpriced.
+
+    The entry is looked up by the ``models:`` name, then by the upstream model id.
+    """
+    if not rate_card:
+        return None
+    entry = rate_card.get(lane.name)
+    if entry is None:
+        entry = rate_card.get(lane.upstream_model)
+    if entry is None:
+        return None
+    return (float(entry.input_utok) + float(entry.output_utok)) / 2.0
+
+
+def _block_text(block: Any, parts: list[str]) -> int:
+    """Append the text a provider sees in ``block`` to ``parts``; return its size in characters."""
+    if isinstance(block, TextBlock):
+        parts.append(block.text)
+        return len(block.text)
+    if isinstance(block, ThinkingBlock):
+        if block.redacted:
+            parts.append(REDACTED_REASONING)
+            return 0
+        parts.append(block.text)
+        return len(block.text)
+    if isinstance(block, ToolResultBlock):
+        n = 0
+        for inner in block.content:
+            n += _block_text(inner, parts)
+        return n
+    if isinstance(block, ToolUseBlock):
+        parts.append(orjson.dumps(block.input).decode())
+        return 0
+    return 0                       # images and files: skipped
+
+
+def _flatten(blocks: Iterable[Any]) -> tuple[str, int]:
+    parts: list[str] = []
+    n = 0
+    for b in blocks:
+        n += _block_text(b, parts)
+    return "\n".join(p for p in parts if p), n
+
+
+def request_view(ir: IrRequest, *, request_id: str, pool: str, ingress: str, stream: bool) -> dict[str, Any]:
+    """The shape-only ``request`` object (no prompt text, no identity)."""
+    total = 0
+    for b in ir.system:
+        total += _size(b)
+    for m in ir.messages:
+        for b in m.content:
+            total += _size(b)
+    view: dict[str, Any] = {"request_id": request_id, "pool": pool, "ingress_protocol": ingress,
+                            "message_count": len(ir.messages), "has_tools": bool(ir.tools),
+                            "total_chars": total}
+    if ir.max_tokens is not None:
+        view["max_tokens"] = ir.max_tokens
+    view["stream"] = stream
+    return view
+
+
+def _size(block: Any) -> int:
+    if isinstance(block, TextBlock):
+        return len(block.text)
+    if isinstance(block, ThinkingBlock):
+        return 0 if block.redacted else len(block.text)
+    if isinstance(block, ToolResultBlock):
+        return sum(_size(b) for b in block.content)
+    return 0
+
+
+def prompt_view(ir: IrRequest) -> tuple[str | None, list[dict[str, str]]]:
+    """``(system, messages)`` of the ``prompt: ro|rw`` grant; ``system`` is ``None`` when absent."""
+    system = None
+    if ir.system:
+        system, _ = _flatten(ir.system)
+    messages = [{"role": m.role, "text": _flatten(m.content)[0]} for m in ir.messages]
+    return system, messages
+
+
+def user_view(identity: Any, end_user: str | None) -> dict[str, str]:
+    """``request.user`` of the ``user: ro`` grant: ``key_id``/``key_name`` of the resolved key
+    record (``identity``; ``None`` before governance) and the body's end-user field. The caller's
+    credential is never read here."""
+    out: dict[str, str] = {}
+    if identity is not None:
+        key_id = getattr(identity, "key_id", None)
+        key_name = getattr(identity, "key_name", None)
+        if isinstance(key_id, str) and key_id:
+            out["key_id"] = key_id
+        if isinstance(key_name, str) and key_name:
+            out["key_name"] = key_name
+    if isinstance(end_user, str) and end_user:
+        out["user"] = end_user
+    return out
+
+
+def candidate_views(members: Iterable[Any], costs: Mapping[int, float | None]) -> list[dict[str, Any]]:
+    """One ``candidates[]`` entry per member of ``members`` (already filtered to the healthy ones).
+
+    Args:
+        members: ``busbar.proxy.runtime.Member`` objects.
+        costs: member index -> ``cost_per_mtok`` (precomputed at boot from the rate card).
+    """
+    out = []
+    for m in members:
+        lane = m.lane
+        c: dict[str, Any] = {"idx": m.index, "model": lane.name, "provider": lane.provider.name,
+                             "weight": m.weight}
+        if m.context_max is not None:
+            c["context_max"] = m.context_max
+        if m.tier is not None:
+            c["tier"] = m.tier
+        if m.tags:
+            c["tags"] = list(m.tags)
+        cost = costs.get(m.index)
+        if cost is not None:
+            c["cost_per_mtok"] = cost
+        if lane.latency_ms is not None:
+            c["latency_ms"] = round(lane.latency_ms, 3)
+        c["available_concurrency"] = available_permits(lane)
+        out.append(c)
+    return out
+
+
+def stage_view(at: str, **fields: Any) -> dict[str, Any]:
+    """``stage``: ``{"at": at, ...}`` with the ``None`` fields left out (absent, not null)."""
+    out: dict[str, Any] = {"at": at}
+    for k, v in fields.items():
+        if v is not None:
+            out[k] = v
+    return out
+
+
+def fresh(payload: dict[str, Any]) -> dict[str, Any]:
+    """A structural copy of a per-request message, so one plugin mutating its payload can never
+    change what another gate sees (strings and numbers are immutable and shared)."""
+    req = dict(payload["request"])
+    msgs = req.get("messages")
+    if msgs is not None:
+        req["messages"] = [dict(m) for m in msgs]
+    user = req.get("user")
+    if user is not None:
+        req["user"] = dict(user)
+    cands = []
+    for c in payload["candidates"]:
+        c2 = dict(c)
+        tags = c2.get("tags")
+        if tags is not None:
+            c2["tags"] = list(tags)
+        cands.append(c2)
+    out = {"op": payload["op"], "request": req, "candidates": cands, "context": dict(payload["context"])}
+    stage = payload.get("stage")
+    if stage is not None:
+        out["stage"] = dict(stage)
+    return out

@@ -1,0 +1,135 @@
+"""Per-request hook state: the request's projections (built lazily, once) and its tap stages.
+
+A :class:`HookRun` is created only for a request whose pool (or direct route) has gates or taps,
+and is kept on ``Call.hooks`` for the rest of the request, so failover hops, a fallback pool and
+the end of a stream see the same run. Nothing here exists for a pool without hooks.
+
+- :meth:`message` builds one per-gate message (``op``, ``request``, ``candidates``, ``context``)
+  holding exactly what the gate's grant allows: prompt text only under ``prompt: ro|rw``, identity
+  only under ``user: ro`` and only on ``decide`` (taps and transforms never carry identity), and a
+  fresh copy per gate.
+- :meth:`rewritten` drops the cached projections after a rewrite (every later gate, tap and
+  upstream sees the rewritten body).
+- Tap stages: :meth:`tap` (request, route), :meth:`attempt`, :meth:`finish` /
+  :meth:`stream_done` (completion: ``ok | failed | rejected_by_gate``; append-only).
+
+Source: seeds 003 "Two kinds: tap and gate" (stages), "Access grants", "What a gate receives".
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from busbar.hooks.projection import fresh, prompt_view, request_view, stage_view, user_view
+
+__all__ = ["HookRun"]
+
+log = logging.getLogger("busbar.hooks")
+
+_PREFIX = os.urandom(4).hex()
+_SEQ = itertools.count(1)
+
+
+class HookRun:
+    """Hook state of one request (see the module docstring)."""
+
+    __slots__ = ("_prompt", "_shape", "_user", "attempts", "call", "completed", "pool", "rejected",
+                 "request_id", "taps", "transformed")
+
+    def __init__(self, call: Any):
+        self.call = call
+        self.request_id = f"{_PREFIX}-{next(_SEQ)}"
+        self._shape: dict[str, dict[str, Any]] = {}
+        self._prompt: tuple[str | None, list[dict[str, str]]] | None = None
+        self._user: dict[str, str] | None = None
+        self.transformed = False
+        self.taps: Sequence[Any] = ()
+        self.attempts = 0
+        self.completed = False
+        self.rejected = False
+        self.pool = ""
+
+    # ------------------------------------------------------------------ projections
+
+    def shape(self, pool: str) -> dict[str, Any]:
+        """The shape-only ``request`` view for ``pool`` (cached until a rewrite)."""
+        view = self._shape.get(pool)
+        if view is None:
+            call = self.call
+            view = request_view(call.ir, request_id=self.request_id, pool=pool, ingress=call.ingress.name,
+                                stream=call.stream)
+            self._shape[pool] = view
+        return view
+
+    def rewritten(self) -> None:
+        """The body changed: rebuild every projection from the new IR on next use."""
+        self._shape.clear()
+        self._prompt = None
+
+    def message(self, op: str, pool: str, candidates: list[dict[str, Any]], *, prompt: str, user: str,
+                stage: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One message for one hook, per its effective grant, as a fresh copy."""
+        req = self.shape(pool)
+        if prompt != "no" or (user != "no" and op == "decide"):
+            req = dict(req)
+            if prompt != "no":
+                if self._prompt is None:
+                    self._prompt = prompt_view(self.call.ir)
+                system, messages = self._prompt
+                if system is not None:
+                    req["system"] = system
+                req["messages"] = messages
+            if user != "no" and op == "decide":
+                if self._user is None:
+                    self._user = user_view(getattr(self.call, "identity", None), self.call.ir.user)
+                req["user"] = self._user
+        msg: dict[str, Any] = {"op": op, "request": req, "candidates": candidates, "context": {}}
+        if stage is not None:
+            msg["stage"] = stage
+        return fresh(msg)
+
+    # ------------------------------------------------------------------ taps
+
+    def tap(self, taps: Sequence[Any], at: str, **fields: Any) -> None:
+        """Offer a ``notify`` at stage ``at`` to every tap of ``taps`` observing it. Never blocks and
+        never raises into the request path."""
+        if not taps:
+            return
+        stage = stage_view(at, **fields)
+        for t in taps:
+            if t.at != at:
+                continue
+            try:
+                prompt = t.prompt if at == "request" else "no"
+                t.facade.notify(self.message("notify", self.pool, [], prompt=prompt, user="no", stage=stage))
+            except Exception:  # a projection fault must never fail the request it observes
+                log.exception("tap '%s': could not build the %s observation", t.name, at)
+
+    def attempt(self, model: str, remaining: int, previous_failure: str | None) -> None:
+        """Stage ``attempt``: one dispatch (``attempt_number`` counts from 1)."""
+        self.attempts += 1
+        if self.taps:
+            self.tap(self.taps, "attempt", model=model, attempt_number=self.attempts,
+                     remaining_candidates=remaining,
+                     previous_failure=previous_failure if self.attempts >= 2 else None)
+
+    def finish(self, reply: Any) -> None:
+        """The request's reply is known: fire ``completion`` now, or at the end of its stream."""
+        if reply.stream is not None and not self.rejected:
+            return                              # stream_done() fires it
+        outcome = "rejected_by_gate" if self.rejected else ("ok" if reply.status < 400 else "failed")
+        self._complete(outcome, reply.status)
+
+    def stream_done(self, outcome: bool | None) -> None:
+        """A committed stream ended: clean (``True``), failed mid-stream, or the client left."""
+        self._complete("ok" if outcome is True else "failed", 200)
+
+    def _complete(self, outcome: str, status: int) -> None:
+        if self.completed:
+            return
+        self.completed = True
+        if self.taps:
+            self.tap(self.taps, "completion", outcome=outcome, status=status)

@@ -1,0 +1,178 @@
+"""Where plugin code runs: a bounded pool of worker threads per hook, never the event loop.
+
+A plugin's ``busbar_call`` is synchronous Python that may block, sleep or loop. Each hook gets a
+:class:`WorkerPool` (threads started lazily up to ``max_workers``, at most ``max_pending`` jobs
+waiting): :meth:`WorkerPool.submit` returns a :class:`Job`, or ``None`` when the hook is saturated
+(every worker busy and the queue full: the gate's ``on_error`` applies at once, memory stays
+bounded). A job whose request stopped waiting (deadline passed) is :meth:`Job.abandon`-ed: a
+worker skips it, and a late result is never read.
+
+Waiting for a job, two ways (both bounded by the gate's deadline):
+
+- :meth:`Job.wait_sync`: block the calling thread on the job's lock for a short window. Used for
+  hooks whose recent latency is a few tens of µs: a lock hand-off costs ~20 µs where an event-loop
+  round trip costs ~100 µs, and the window (``SYNC_WINDOW_S``) bounds how long the loop can stall.
+- :meth:`Job.future`: an asyncio future resolved from the worker via ``call_soon_threadsafe``.
+
+Source: seeds 003 "What Busbar guarantees when a hook misbehaves" (slow, hung, saturated); handout
+C035 (a deadline on every callout; memory bounded under 200 concurrent requests).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("busbar.hooks")
+
+__all__ = ["Job", "WorkerPool"]
+
+
+class Job:
+    """One call on a worker. ``result``/``error`` are valid once :attr:`finished` is true;
+    ``t_start``/``t_done`` (monotonic s) bracket the plugin's own run time, without queueing or
+    scheduling delays."""
+
+    __slots__ = ("abandoned", "error", "finished", "fn", "lock", "loop", "result", "t_done", "t_start", "waiter")
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
+        self.lock: threading.Lock | None = threading.Lock()
+        self.lock.acquire()
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.finished = False
+        self.abandoned = False
+        self.t_start = self.t_done = 0.0
+        self.waiter: asyncio.Future[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def now(cls, fn: Callable[[], Any]) -> Job:
+        """Run ``fn`` in the calling thread (a hook declared inline): a finished job, no lock."""
+        job = cls.__new__(cls)
+        job.fn, job.lock, job.result, job.error = fn, None, None, None
+        job.abandoned, job.waiter, job.loop = False, None, None
+        job.t_start = time.monotonic()
+        try:
+            job.result = fn()
+        except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
+            job.error = e
+        job.t_done = time.monotonic()
+        job.finished = True
+        return job
+
+    def run(self) -> None:
+        """Worker side: call, record, wake whoever waits."""
+        if self.abandoned:
+            return
+        self.t_start = time.monotonic()
+        try:
+            self.result = self.fn()
+        except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
+            self.error = e
+        self.t_done = time.monotonic()
+        self.finished = True
+        if self.lock is not None:
+            self.lock.release()
+        w = self.waiter
+        if w is not None and self.loop is not None:
+            try:
+                self.loop.call_soon_threadsafe(_wake, w)
+            except RuntimeError:        # the loop closed while the plugin ran
+                pass
+
+    def wait_sync(self, timeout_s: float) -> bool:
+        """Block up to ``timeout_s`` for the result; True when finished."""
+        if self.finished:
+            return True
+        if timeout_s <= 0 or self.lock is None:
+            return False
+        if self.lock.acquire(timeout=timeout_s):
+            self.lock.release()
+        return self.finished
+
+    def future(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """A future resolved when the job finishes (already resolved if it has)."""
+        fut: asyncio.Future[None] = loop.create_future()
+        self.loop = loop
+        self.waiter = fut
+        if self.finished and not fut.done():
+            fut.set_result(None)
+        return fut
+
+    def abandon(self) -> None:
+        """Nobody reads this job any more; a worker that has not started it skips it."""
+        self.abandoned = True
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class WorkerPool:
+    """Daemon worker threads for one hook (so a hung plugin never blocks process exit): ``prestart``
+    started at once, more on demand up to ``max_workers``."""
+
+    def __init__(self, name: str, *, max_workers: int = 8, max_pending: int = 64, prestart: int = 2):
+        self.name = name
+        self.max_workers = max_workers
+        self.max_pending = max_pending
+        self._q: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._mutex = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._closed = False
+        for _ in range(min(prestart, max_workers)):     # no thread start on the first requests
+            self._spawn()
+
+    def submit(self, fn: Callable[[], Any]) -> Job | None:
+        """Queue ``fn``; ``None`` when saturated or closed."""
+        if self._closed:
+            return None
+        queued = self._q.qsize()
+        if self._idle <= queued:                     # no idle worker for this job
+            if self._threads < self.max_workers:
+                self._spawn()
+            elif queued >= self.max_pending:         # every worker busy and the queue full
+                return None
+        job = Job(fn)
+        self._q.put(job)
+        return job
+
+    def _spawn(self) -> None:
+        with self._mutex:
+            if self._threads >= self.max_workers:
+                return
+            self._threads += 1
+            n = self._threads
+        threading.Thread(target=self._work, name=f"busbar-hook-{self.name}-{n}", daemon=True).start()
+
+    def _work(self) -> None:
+        q = self._q
+        mutex = self._mutex
+        while True:
+            with mutex:
+                self._idle += 1
+            job = q.get()
+            with mutex:
+                self._idle -= 1
+            if job is None:
+                return
+            job.run()
+
+    @property
+    def busy(self) -> int:
+        """Workers running a job now (approximate)."""
+        return self._threads - self._idle
+
+    def close(self) -> None:
+        """Stop idle workers; a worker stuck in plugin code exits when (if) the call returns."""
+        self._closed = True
+        for _ in range(self._threads):
+            self._q.put(None)
