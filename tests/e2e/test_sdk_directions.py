@@ -179,3 +179,21 @@ def test_models_list_and_healthz(gw, oa):
     import httpx
     r = httpx.get(gw.url + "/healthz")
     assert (r.status_code, r.text) == (200, "ok")
+
+
+def test_translation_dropped_header_and_strict_pool(gateway_factory, mock):
+    cfg = CONFIG + """  strict-anthropic: { members: [ { model: an-lane } ], translation: strict }
+"""
+    gw2 = gateway_factory(cfg, mock.url)
+    body = {"messages": [{"role": "user", "content": "hi"}], "logprobs": True, "service_tier": "auto"}
+    import httpx
+    r = httpx.post(gw2.url + "/v1/chat/completions", json={"model": "to-anthropic", **body})
+    assert r.status_code == 200
+    assert r.headers["x-busbar-translation-dropped"] == "logprobs, service_tier"
+    r = httpx.post(gw2.url + "/v1/chat/completions", json={"model": "strict-anthropic", **body})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == ("translation: strict refuses a lossy hop to anthropic (lane "
+                                            "'an-lane'): it would drop logprobs, service_tier")
+    r = httpx.post(gw2.url + "/v1/chat/completions", json={"model": "strict-anthropic",
+                                                            "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 200 and "x-busbar-translation-dropped" not in r.headers

@@ -227,6 +227,9 @@ class PoolConfig(Strict):
     status503, 503), least_bad (aliases least-bad, leastbad) or { fallback_pool: <pool> }."""
     affinity: AffinityConfig | None = None
     """Session affinity; absent = none."""
+    translation: Literal["lossy", "strict"] = "lossy"
+    """Cross-protocol hops: lossy (default) drops or down-maps fields the target cannot carry and names
+    them in x-busbar-translation-dropped; strict refuses such a request with a 400 naming the fields."""
 
     @field_validator("on_exhausted", mode="before")
     @classmethod

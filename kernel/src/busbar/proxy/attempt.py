@@ -93,6 +93,10 @@ async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> Attempt
         return AttemptFailure("client_error", 400, UpstreamErrorInfo(
             None, f"the request cannot be translated for this model: {type(e).__name__}: {e}"), None,
             reason="client_error")
+    if dropped and call.strict:
+        return AttemptFailure("client_error", 400, UpstreamErrorInfo(
+            None, f"translation: strict refuses a lossy hop to {provider.protocol} "
+                  f"(lane '{lane.name}'): it would drop {', '.join(dropped)}"), None, reason="client_error")
     try:
         url, headers, content = await prepare(gw, provider, lane.upstream_model, call.stream, content)
     except (CredentialError, ValueError) as e:   # ValueError: a malformed credential (e.g. SigV4 pair)

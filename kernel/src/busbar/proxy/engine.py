@@ -90,6 +90,7 @@ async def _walk_pool(gw, call: Call, pool: Pool, deadline: float, visited: set[s
 async def _walk(gw, call: Call, pool: Pool, deadline: float, visited: set[str], plan: Plan | None) -> Reply:
     """The failover walk: SWRR, or ``plan``'s ranked walk inside its restriction (busbar.hooks)."""
     visited.add(pool.name)
+    call.strict = pool.cfg.translation == "strict"
     excluded: set[int] = set(pool.excluded_idx)
     if plan is not None:
         excluded |= plan.excluded

@@ -20,6 +20,7 @@ ORIGINAL §2.2 (request translation steps).
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 
 import orjson
@@ -37,7 +38,7 @@ class Call:
     needs its stream re-framed even on a same-protocol hop (Gemini JSON-array framing)."""
 
     __slots__ = ("ingress", "body", "raw", "stream", "headers", "called", "_ir", "client_model",
-                 "shims", "reencode", "hooks", "rewritten")
+                 "shims", "reencode", "hooks", "rewritten", "strict")
 
     def __init__(self, ingress, body: dict, raw: bytes, stream: bool, headers, called: str,
                  shims: dict | None = None):
@@ -53,6 +54,7 @@ class Call:
         self.reencode = bool(self.shims)
         self.hooks = None            # busbar.hooks.HookRun while hooks observe this request
         self.rewritten = False       # a hook replaced the body: every hop re-serializes the IR
+        self.strict = False          # the pool refuses lossy translation (translation: strict)
 
     @property
     def ir(self) -> IrRequest:
@@ -102,7 +104,19 @@ def build_body(call: Call, lane, member_reasoning: bool, limits) -> tuple[bytes,
     ir.dropped = dropped
     if dropped:
         log.info("translation %s -> %s dropped %s", call.ingress.name, egress.name, ", ".join(dropped))
-    return orjson.dumps(egress.write_request(ir, lane.upstream_model)), dropped
+    return orjson.dumps(egress.write_request(ir, lane.upstream_model, **_lane_options(egress, lane))), dropped
+
+
+_OPTIONS: dict[int, bool] = {}
+
+
+def _lane_options(egress, lane) -> dict:
+    """Per-lane writer options for dialects whose markers are model-gated: Bedrock ``cachePoint``
+    only with the lane's ``prompt_caching: true`` (seeds 001 "models")."""
+    takes = _OPTIONS.get(id(egress))
+    if takes is None:
+        takes = _OPTIONS[id(egress)] = "prompt_caching" in inspect.signature(egress.write_request).parameters
+    return {"prompt_caching": lane.prompt_caching} if takes else {}
 
 
 def _convert_reasoning(ask: ReasoningAsk, table) -> ReasoningAsk:
