@@ -95,11 +95,14 @@ async def _frames(call, success, encoder, same: bool, keepalive_s: float, on_end
     raw: list[bytes] = success.first
     events: list = success.events
     ended = False
+    boundary = True      # same protocol: the relayed bytes end between two events (keep-alive safe)
     try:
         while True:
             if same:
                 for chunk in raw:
                     yield chunk
+                if raw:
+                    boundary = raw[-1].endswith((b"\n\n", b"\r\n\r\n", b"\r\r"))
             failed = False
             for ev in events:
                 _tap_usage(ev, usage)
@@ -120,7 +123,8 @@ async def _frames(call, success, encoder, same: bool, keepalive_s: float, on_end
                 done, _ = await asyncio.wait((nxt,), timeout=keepalive_s)
                 if done:
                     break
-                yield encoder.keepalive()
+                if boundary:                 # never inside a relayed, half-written event
+                    yield encoder.keepalive()
             try:
                 chunk = nxt.result()
             except StopAsyncIteration:
@@ -132,8 +136,11 @@ async def _frames(call, success, encoder, same: bool, keepalive_s: float, on_end
         outcome = False
         yield encoder.encode(StreamError(ErrorKind.API_ERROR, "upstream connection lost mid-stream"))
     finally:
-        if nxt is not None and not nxt.done():
-            nxt.cancel()
+        if nxt is not None:
+            if not nxt.done():
+                nxt.cancel()
+            elif not nxt.cancelled():
+                nxt.exception()              # retrieve StopAsyncIteration / errors: no "never retrieved" log
         await resp.aclose()
         on_end(outcome)
 
