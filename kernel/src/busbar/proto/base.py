@@ -12,6 +12,7 @@ Source: ORIGINAL.md §2.2 (``ProtocolReader``/``ProtocolWriter``), seeds 001 "pr
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -130,3 +131,19 @@ class Dialect(Protocol):
 
     def read_error(self, status: int, body: bytes) -> UpstreamErrorInfo:
         """Extract code/message from a provider error body (tolerates non-JSON)."""
+
+
+_ACCEPTS: dict[tuple[int, str, str], bool] = {}
+
+
+def accepts_keyword(dialect, method: str, keyword: str) -> bool:
+    """Whether ``dialect.<method>`` takes the optional ``keyword`` (cached per dialect object).
+
+    Dialect-specific extras ride on the shared seam this way: Bedrock's ``read_error(headers=)``
+    and ``write_request(prompt_caching=)``.
+    """
+    key = (id(dialect), method, keyword)
+    hit = _ACCEPTS.get(key)
+    if hit is None:
+        hit = _ACCEPTS[key] = keyword in inspect.signature(getattr(dialect, method)).parameters
+    return hit

@@ -22,13 +22,11 @@ Source: seeds 001 "providers.yaml", "providers", "limits"; ORIGINAL §2.2 (egres
 """
 from __future__ import annotations
 
-import inspect
-
 import httpx
 import orjson
 
 from busbar.config.schema import LimitsConfig
-from busbar.proto.base import UpstreamErrorInfo
+from busbar.proto.base import UpstreamErrorInfo, accepts_keyword
 from busbar.proxy.runtime import Provider
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -100,17 +98,10 @@ async def prepare(gw, provider: Provider, upstream_model: str, stream: bool,
     return upstream_url(provider, upstream_model, stream), headers, body
 
 
-_READS_HEADERS: dict[int, bool] = {}
-
-
 def read_upstream_error(dialect, status: int, body: bytes, headers) -> UpstreamErrorInfo:
     """``dialect.read_error`` with the response headers for dialects whose error identity travels
     in a header (Bedrock's ``x-amzn-errortype``); one call site for attempts and health probes."""
-    key = id(dialect)
-    takes = _READS_HEADERS.get(key)
-    if takes is None:
-        takes = _READS_HEADERS[key] = "headers" in inspect.signature(dialect.read_error).parameters
-    if takes:
+    if accepts_keyword(dialect, "read_error", "headers"):
         return dialect.read_error(status, body, headers=headers)
     return dialect.read_error(status, body)
 

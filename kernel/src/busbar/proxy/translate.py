@@ -20,12 +20,12 @@ ORIGINAL §2.2 (request translation steps).
 from __future__ import annotations
 
 import copy
-import inspect
 import logging
 
 import orjson
 
 from busbar.ir.model import IrRequest, ReasoningAsk
+from busbar.proto.base import accepts_keyword
 
 log = logging.getLogger("busbar.translate")
 
@@ -107,16 +107,12 @@ def build_body(call: Call, lane, member_reasoning: bool, limits) -> tuple[bytes,
     return orjson.dumps(egress.write_request(ir, lane.upstream_model, **_lane_options(egress, lane))), dropped
 
 
-_OPTIONS: dict[int, bool] = {}
-
-
 def _lane_options(egress, lane) -> dict:
     """Per-lane writer options for dialects whose markers are model-gated: Bedrock ``cachePoint``
     only with the lane's ``prompt_caching: true`` (seeds 001 "models")."""
-    takes = _OPTIONS.get(id(egress))
-    if takes is None:
-        takes = _OPTIONS[id(egress)] = "prompt_caching" in inspect.signature(egress.write_request).parameters
-    return {"prompt_caching": lane.prompt_caching} if takes else {}
+    if accepts_keyword(egress, "write_request", "prompt_caching"):
+        return {"prompt_caching": lane.prompt_caching}
+    return {}
 
 
 def _convert_reasoning(ask: ReasoningAsk, table) -> ReasoningAsk:
