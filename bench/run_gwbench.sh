@@ -200,7 +200,7 @@ mkdir -p "$out"
   echo "uncommitted files under kernel/: $(git status --porcelain -- kernel 2>/dev/null | wc -l)"
   echo "started $(date -u +%FT%TZ), loadavg $(cut -d' ' -f1-3 /proc/loadavg)"; } > "$out/tree.txt"
 export MOCK_UPSTREAM_KEY=sk-mock-upstream      # busbar's upstream credential (the mock ignores it)
-bb_version=".venv/bin/python -c \"import importlib.metadata as m; print('busbar', m.version('busbar') + ', uvicorn', m.version('uvicorn') + ', httpx', m.version('httpx') + ', uvloop', m.version('uvloop') + ', orjson', m.version('orjson'))\""
+bb_version=".venv/bin/python -c \"import importlib.metadata as m; print('busbar', m.version('busbar') + ', uvicorn', m.version('uvicorn') + ', httpx', m.version('httpx') + ', aiohttp', m.version('aiohttp') + ', uvloop', m.version('uvloop') + ', orjson', m.version('orjson'))\""
 rc=0
 for w in $workers; do
   if [[ -z "$only" || "$only" == litellm ]]; then

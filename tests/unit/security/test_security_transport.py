@@ -5,12 +5,13 @@ No network: the resolver is injected (a hosts table), the upstream is a local as
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
-from busbar.security import transport as transport_mod
+from busbar.security import resolve as resolve_mod
+from tests.support.rawhttp import HOSTS, Hosts, Upstream
 from busbar.security.ssrf import (
     GuardedTransport,
     SsrfBlocked,
@@ -19,76 +20,10 @@ from busbar.security.ssrf import (
     guarded_transport,
 )
 
-RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
-
-
-class Upstream:
-    """A tiny keep-alive HTTP/1.1 server that answers every request with 200 ``ok``."""
-
-    def __init__(self, response: bytes = RESPONSE) -> None:
-        self.response = response
-        self.connections = 0
-        self.requests = 0
-        self.port = 0
-        self._server: asyncio.AbstractServer | None = None
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                if not head:
-                    break
-                self.requests += 1
-                writer.write(self.response)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def __aenter__(self) -> Upstream:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
-
-
 @pytest.fixture
 async def upstream() -> AsyncIterator[Upstream]:
     async with Upstream() as up:
         yield up
-
-
-class Hosts:
-    """Injectable resolver: a fixed hosts table; records every lookup."""
-
-    def __init__(self, table: dict[str, Sequence[str]]):
-        self.table = table
-        self.lookups: list[str] = []
-
-    async def __call__(self, host: str, port: int) -> Sequence[str]:
-        self.lookups.append(host)
-        if host not in self.table:
-            raise OSError(f"unknown host {host}")
-        return self.table[host]
-
-
-HOSTS = {
-    "api.localtest.me": ["127.0.0.1"],
-    "svc.localhost": ["127.0.0.1"],
-    "imds.attacker.example": ["169.254.169.254"],
-    "rebind.attacker.example": ["93.184.215.14", "169.254.169.254"],
-    "internal.attacker.example": ["10.0.0.5"],
-    "mapped.attacker.example": ["::ffff:169.254.169.254"],
-    "alibaba.attacker.example": ["100.100.100.200"],
-    "loop.attacker.example": ["127.0.0.1"],
-    "localhost": ["127.0.0.1", "::1"],
-}
 
 
 def client_for(policy: SsrfPolicy, resolver: Hosts, **kw: object) -> httpx.AsyncClient:
@@ -201,7 +136,7 @@ async def test_default_resolver_is_monkeypatchable(monkeypatch: pytest.MonkeyPat
         seen.append(host)
         return ["169.254.170.2"]
 
-    monkeypatch.setattr(transport_mod, "system_resolver", fake)
+    monkeypatch.setattr(resolve_mod, "system_resolver", fake)
     transport = guarded_transport(SsrfPolicy(), purpose="health probe", allow_private=True)
     async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
         with pytest.raises(SsrfBlocked, match="ecs.example resolved to 169.254.170.2"):

@@ -18,8 +18,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from busbar.ir.model import StreamError
 from busbar.proto.base import UpstreamErrorInfo
 from busbar.proto.errors import ProtoError
@@ -27,6 +25,7 @@ from busbar.proxy.disposition import classify, parse_retry_after
 from busbar.proxy.credentials import CredentialError
 from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, prepare, read_upstream_error
 from busbar.proxy.translate import Call, build_body
+from busbar.proxy.upstream import UpstreamError, UpstreamResponse
 
 log = logging.getLogger("busbar")
 
@@ -55,25 +54,12 @@ class AttemptSuccess:
     """A committed 2xx. Non-stream: ``body`` holds the whole upstream body. Stream: ``response``
     is open, ``first`` holds the bytes read so far and ``events`` their decoded IR events."""
 
-    response: httpx.Response
+    response: UpstreamResponse
     body: bytes | None = None
     first: list[bytes] | None = None
     events: list | None = None
     decoder: Any = None
     dropped: list[str] | None = None
-
-
-_URLS: dict[str, httpx.URL] = {}
-
-
-def _parsed_url(url: str) -> httpx.URL:
-    """Parsed upstream URLs, cached (they are per provider and model: a small, bounded set)."""
-    parsed = _URLS.get(url)
-    if parsed is None:
-        if len(_URLS) > 4096:
-            _URLS.clear()
-        parsed = _URLS[url] = httpx.URL(url)
-    return parsed
 
 
 async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> AttemptSuccess | AttemptFailure:
@@ -108,27 +94,25 @@ async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> Attempt
         extra = {h: call.headers[h] for h in fwd if h in call.headers}
         if extra:
             headers = {**headers, **extra}
-    req = httpx.Request("POST", _parsed_url(url), content=content, headers=headers,
-                        extensions={"timeout": gw.timeouts})   # limits.upstream_request_timeout_secs
     cap = remaining_s if timeout_ms is None else min(timeout_ms / 1000.0, remaining_s)
     by_attempt_cap = timeout_ms is not None and timeout_ms / 1000.0 <= remaining_s
     try:
-        resp = await asyncio.wait_for(gw.client.send(req, stream=True), timeout=cap)
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(cap):       # connect + time to headers; never the body
+            resp = await gw.upstream.send("POST", url, headers, content)
+    except TimeoutError:
         return AttemptFailure("timeout", 0, None, None,
                               reason="attempt_timeout" if by_attempt_cap else "timeout")
-    except httpx.TransportError as e:
-        return AttemptFailure("network", 0, UpstreamErrorInfo(None, f"{type(e).__name__}: {e}"), None,
-                              reason="connect")
+    except UpstreamError as e:
+        return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
     except Exception as e:  # the SSRF guard and other connect-time refusals
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
-    status = resp.status_code
+    status = resp.status
     if status >= 300:
         return await _failure_from(resp, provider, limits)
     if not call.stream:
         try:
-            body = await resp.aread()
-        except httpx.HTTPError as e:
+            body = await resp.read()
+        except UpstreamError as e:
             await resp.aclose()
             return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
         return AttemptSuccess(resp, body=body, dropped=dropped)
@@ -138,32 +122,32 @@ async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> Attempt
     return success
 
 
-async def _failure_from(resp: httpx.Response, provider, limits) -> AttemptFailure:
+async def _failure_from(resp: UpstreamResponse, provider, limits) -> AttemptFailure:
     cap = limits.upstream_error_body_max_bytes
     buf = bytearray()
     try:
-        async for chunk in resp.aiter_raw():
+        async for chunk in resp.chunks():
             buf += chunk
             if len(buf) >= cap:
                 del buf[cap:]
                 break
-    except httpx.HTTPError:
+    except UpstreamError:
         pass
     finally:
         await resp.aclose()
     body = bytes(buf)
-    info = read_upstream_error(provider.dialect, resp.status_code, body, resp.headers)
-    cls = classify(resp.status_code, info, provider.error_map)
+    info = read_upstream_error(provider.dialect, resp.status, body, resp.headers)
+    cls = classify(resp.status, info, provider.error_map)
     ra = parse_retry_after(resp.headers.get("retry-after"), limits.max_honored_retry_after_secs)
     relayed = {k: resp.headers[k] for k in RELAYED_ERROR_HEADERS if k in resp.headers}
     relayed.setdefault("content-type", "application/json")
-    return AttemptFailure(cls, resp.status_code, info, ra, body, relayed, reason=cls)
+    return AttemptFailure(cls, resp.status, info, ra, body, relayed, reason=cls)
 
 
-async def _read_first(resp: httpx.Response, provider) -> AttemptSuccess | AttemptFailure:
+async def _read_first(resp: UpstreamResponse, provider) -> AttemptSuccess | AttemptFailure:
     """Read until the stream yields a decoded event (commit) or fails (fail over)."""
     decoder = provider.dialect.stream_decoder()
-    it = resp.aiter_raw()
+    it = resp.chunks()
     first: list[bytes] = []
     try:
         while True:
@@ -176,7 +160,7 @@ async def _read_first(resp: httpx.Response, provider) -> AttemptSuccess | Attemp
             events = decoder.feed(chunk)
             if events:
                 break
-    except httpx.HTTPError as e:
+    except UpstreamError as e:
         await resp.aclose()
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
     except Exception as e:  # an undecodable upstream stream is the upstream's fault: fail over

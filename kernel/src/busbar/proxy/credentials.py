@@ -25,11 +25,13 @@ import asyncio
 import json
 import time
 
-import httpx
 import jwt
+
+from busbar.proxy.upstream import UpstreamError, form_request
 
 GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 REFRESH_MARGIN_S = 60.0
+TOKEN_TIMEOUT_S = 10.0
 
 
 class CredentialError(Exception):
@@ -37,10 +39,10 @@ class CredentialError(Exception):
 
 
 class Credentials:
-    """Per-provider token cache over one HTTP client."""
+    """Per-provider token cache over the gateway's upstream client (``busbar.proxy.upstream``)."""
 
-    def __init__(self, client: httpx.AsyncClient, clock=time.time):
-        self.client = client
+    def __init__(self, upstream, clock=time.time):
+        self.upstream = upstream
         self.clock = clock
         self._tokens: dict[str, tuple[str, float]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -107,15 +109,21 @@ class Credentials:
         return await self._exchange(provider, provider.token_url, data=data, auth=(cid, secret))
 
     async def _exchange(self, provider, url: str, *, data: dict, auth=None) -> tuple[str, float]:
+        headers, form = form_request(data, auth)
         try:
-            resp = await self.client.post(url, data=data, auth=auth, timeout=10.0,
-                                          headers={"accept": "application/json"})
-        except httpx.HTTPError as e:
-            raise CredentialError(f"provider {provider.name}: token endpoint unreachable: {e}") from None
-        if resp.status_code != 200:
-            raise CredentialError(f"provider {provider.name}: token endpoint answered HTTP {resp.status_code}")
+            async with asyncio.timeout(TOKEN_TIMEOUT_S):
+                resp = await self.upstream.send("POST", url, headers, form, timeout_s=TOKEN_TIMEOUT_S)
+                try:
+                    raw = await resp.read()
+                finally:
+                    await resp.aclose()
+        except (UpstreamError, TimeoutError) as e:
+            raise CredentialError(f"provider {provider.name}: token endpoint unreachable: "
+                                  f"{e or 'timed out'}") from None
+        if resp.status != 200:
+            raise CredentialError(f"provider {provider.name}: token endpoint answered HTTP {resp.status}")
         try:
-            body = resp.json()
+            body = json.loads(raw)
             token = body["access_token"]
             ttl = float(body.get("expires_in", 3600))
         except (ValueError, KeyError, TypeError):

@@ -14,9 +14,10 @@
   (``:streamRawPredict`` when streaming) with ``anthropic_version: vertex-2023-10-16`` in the body
   in place of ``model``.
 
-The client is one pooled keep-alive ``httpx.AsyncClient`` per process: no redirects,
-``accept-encoding: identity`` (relayed bodies are never transparently decompressed), the SSRF
-guard applied at connect time.
+The client is ``gw.upstream`` (``busbar.proxy.upstream``): one pooled keep-alive client per
+process, no redirects, ``accept-encoding: identity`` on openai/anthropic egress, the SSRF guard
+applied at request and connect time. ``make_client`` builds the ``httpx`` client that
+``Gateway.build(transport=...)`` wraps for injected transports (tests, benchmarks).
 
 Source: seeds 001 "providers.yaml", "providers", "limits"; ORIGINAL §2.2 (egress auth), §2.6.
 """
@@ -107,7 +108,8 @@ def read_upstream_error(dialect, status: int, body: bytes, headers) -> UpstreamE
 
 
 def make_client(limits: LimitsConfig, transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
-    """The process-wide upstream client (keep-alive pool sized by ``limits``)."""
+    """An ``httpx.AsyncClient`` over ``transport`` with the pool and timeouts of ``limits`` (wrapped by
+    ``busbar.proxy.upstream.HttpxUpstream`` when a test or benchmark injects a transport)."""
     pool = httpx.Limits(max_connections=None,
                         max_keepalive_connections=limits.pool_max_idle_per_host,
                         keepalive_expiry=limits.pool_idle_timeout_secs)

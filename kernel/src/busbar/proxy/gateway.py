@@ -1,7 +1,9 @@
 """The running gateway: runtime objects built from a ``LoadedConfig``, plus the upstream client.
 
 ``Gateway.build(loaded, env, clock=time.monotonic)`` resolves every provider credential, builds
-lanes, pools and breaker cells, and opens the shared upstream client. Target resolution:
+lanes, pools and breaker cells, and opens the shared upstream client (``gw.upstream``, a
+``busbar.proxy.upstream.Upstream``: aiohttp on the SSRF-guarded connector; with ``transport=`` an
+``httpx`` transport, e.g. ``httpx.MockTransport`` in tests, behind the same seam). Target resolution:
 ``target(name)`` -> ``Pool`` | ``Lane`` | ``None``; ``adhoc_lane(provider, model)`` for the
 ``/{provider}/{model}/v1/messages`` route (no pool; lane-default cell; cached per pair).
 
@@ -18,8 +20,6 @@ import logging
 import time
 from typing import Callable, Mapping
 
-import httpx
-
 from busbar.config.load import LoadedConfig
 from busbar.config.schema import BreakerConfig, ModelConfig
 from busbar.config.secrets import resolve_secret
@@ -30,6 +30,7 @@ from busbar.proxy.credentials import Credentials
 from busbar.proxy.egress import auth_headers, make_client
 from busbar.proxy.metrics import Metrics, NullMetrics
 from busbar.proxy.runtime import Lane, Member, Pool, Provider
+from busbar.proxy.upstream import AiohttpUpstream, HttpxUpstream, Upstream
 
 log = logging.getLogger("busbar")
 
@@ -38,20 +39,19 @@ class Gateway:
     """Everything the request path needs; one instance per process (rebuilt on config reload)."""
 
     def __init__(self, loaded: LoadedConfig, providers: dict[str, Provider], lanes: dict[str, Lane],
-                 pools: dict[str, Pool], client: httpx.AsyncClient, clock: Callable[[], float]):
+                 pools: dict[str, Pool], upstream: Upstream, clock: Callable[[], float]):
         self.loaded = loaded
         self.config = loaded.config
         self.limits = loaded.config.limits
         self.providers = providers
         self.lanes = lanes
         self.pools = pools
-        self.client = client
+        self.upstream = upstream
         self.clock = clock
         self._adhoc: dict[tuple[str, str], Lane] = {}
         self.auth = {name: auth_headers(p) for name, p in providers.items()
                      if p.protocol in ("openai", "anthropic")}
-        self.credentials = Credentials(client)
-        self.timeouts = client.timeout.as_dict()   # per-request httpx timeout extension
+        self.credentials = Credentials(upstream)
         self.metrics: NullMetrics = NullMetrics()
         self.plugins = None          # busbar.loader.PluginReloader when plugins are enabled
         self.hooks = None            # busbar.hooks.HookEngine when any pool or global_hooks has hooks
@@ -62,7 +62,7 @@ class Gateway:
 
     @classmethod
     def build(cls, loaded: LoadedConfig, env: Mapping[str, str], *, clock: Callable[[], float] = time.monotonic,
-              transport: httpx.AsyncBaseTransport | None = None, module_resolver=None,
+              transport=None, module_resolver=None,
               plugins=None) -> "Gateway":
         cfg = loaded.config
         providers: dict[str, Provider] = {}
@@ -88,9 +88,10 @@ class Gateway:
                        for i, mc in enumerate(pcfg.members)]
             pools[pname] = Pool(pname, pcfg, members)
         if transport is None:
-            transport = _guarded_transport(loaded)
-        client = make_client(cfg.limits, transport)
-        gw = cls(loaded, providers, lanes, pools, client, clock)
+            upstream = _guarded_upstream(loaded)
+        else:
+            upstream = HttpxUpstream(make_client(cfg.limits, transport))
+        gw = cls(loaded, providers, lanes, pools, upstream, clock)
         gw.metrics = Metrics(gw) if cfg.metrics is not None else NullMetrics()
         from busbar.hooks import attach
 
@@ -131,19 +132,18 @@ class Gateway:
     async def aclose(self) -> None:
         if self.hooks is not None:
             self.hooks.close()
-        await self.client.aclose()
+        await self.upstream.aclose()
 
 
-def _guarded_transport(loaded: LoadedConfig) -> httpx.AsyncBaseTransport:
-    """The upstream transport with the SSRF guard at connect time (seeds 001 "security")."""
-    from busbar.security.ssrf import SsrfPolicy, guarded_transport
+def _guarded_upstream(loaded: LoadedConfig) -> AiohttpUpstream:
+    """The upstream client with the SSRF guard at request and connect time (seeds 001 "security")."""
+    from busbar.security.ssrf import HostGuard, SsrfPolicy
 
     sec = loaded.config.security
     limits = loaded.config.limits
     policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
     allow = tuple(h for p in loaded.config.providers.values() for h in p.allow_metadata_hosts)
-    return guarded_transport(policy, purpose="provider", provider_allow=allow, allow_private=True,
-                             limits=httpx.Limits(max_connections=None,
-                                                 max_keepalive_connections=limits.pool_max_idle_per_host,
-                                                 keepalive_expiry=limits.pool_idle_timeout_secs))
-
+    guard = HostGuard(policy, purpose="provider", provider_allow=allow, allow_private=True)
+    return AiohttpUpstream(guard, read_timeout_s=limits.upstream_request_timeout_secs,
+                           max_idle_per_host=limits.pool_max_idle_per_host,
+                           idle_timeout_s=limits.pool_idle_timeout_secs)

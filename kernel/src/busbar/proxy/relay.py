@@ -18,11 +18,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable
 
-import httpx
 import orjson
 
 from busbar.ir.model import MessageDelta, MessageStart, StreamError, Usage
 from busbar.proto.base import ErrorKind
+from busbar.proxy.upstream import UpstreamError, UpstreamResponse
 
 log = logging.getLogger("busbar")
 
@@ -89,9 +89,8 @@ def _passthrough_ir(call):
 async def _frames(call, success, encoder, same: bool, keepalive_s: float, on_end, usage: Usage):
     """Yield client frames: raw upstream bytes (same protocol) or re-encoded IR events."""
     decoder, it = success.decoder
-    resp: httpx.Response = success.response
+    resp: UpstreamResponse = success.response
     outcome: bool | None = None
-    nxt = None
     raw: list[bytes] = success.first
     events: list = success.events
     ended = False
@@ -118,29 +117,24 @@ async def _frames(call, success, encoder, same: bool, keepalive_s: float, on_end
             if failed or ended:
                 outcome = not failed
                 break
-            nxt = asyncio.ensure_future(it.__anext__())
             while True:
-                done, _ = await asyncio.wait((nxt,), timeout=keepalive_s)
-                if done:
-                    break
-                if boundary:                 # never inside a relayed, half-written event
-                    yield encoder.keepalive()
-            try:
-                chunk = nxt.result()
-            except StopAsyncIteration:
-                raw, events, ended = [], decoder.close(), True
-            else:
-                raw, events = [chunk], decoder.feed(chunk)
-    except httpx.HTTPError as e:
+                try:
+                    async with asyncio.timeout(keepalive_s):   # the chunk wait is cancel-safe
+                        chunk = await it.__anext__()
+                except TimeoutError:
+                    if boundary:             # never inside a relayed, half-written event
+                        yield encoder.keepalive()
+                    continue
+                except StopAsyncIteration:
+                    raw, events, ended = [], decoder.close(), True
+                else:
+                    raw, events = [chunk], decoder.feed(chunk)
+                break
+    except UpstreamError as e:
         log.warning("upstream stream for %s broke after the first byte: %s", call.called, e)
         outcome = False
         yield encoder.encode(StreamError(ErrorKind.API_ERROR, "upstream connection lost mid-stream"))
     finally:
-        if nxt is not None:
-            if not nxt.done():
-                nxt.cancel()
-            elif not nxt.cancelled():
-                nxt.exception()              # retrieve StopAsyncIteration / errors: no "never retrieved" log
         await resp.aclose()
         on_end(outcome)
 

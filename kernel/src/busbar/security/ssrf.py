@@ -5,8 +5,10 @@ hook sidecars, request-log webhooks, OTLP) is checked twice:
 
 1. at config load / admin write: ``SsrfPolicy.check_url(url, purpose=..., provider_allow=...,
    allow_private=...)`` raises :class:`SsrfBlocked` with a one-line reason;
-2. at connect time: the client uses ``guarded_transport(policy, purpose=..., allow_private=...)``,
-   whose network backend checks every address the host resolves to (DNS rebinding, handout C032).
+2. at request and connect time: a ``HostGuard(policy, purpose=..., allow_private=...)`` checks each
+   request URL and every address the host resolves to (DNS rebinding, handout C032); the request
+   path's aiohttp client installs it with ``busbar.security.connector.guarded_connector``, httpx
+   clients with ``guarded_transport``.
 
 Public names:
 
@@ -16,6 +18,7 @@ Public names:
   ``startup_warnings``, ``from_config``.
 - ``SsrfBlocked(reason)``.
 - ``BUILTIN_METADATA_HOSTS``: the hardcoded denylist.
+- ``HostGuard(policy, purpose=..., provider_allow=..., allow_private=...)``.
 - ``guarded_transport(...) -> httpx.AsyncBaseTransport``, ``guarded_async_client(...)``,
   ``system_resolver``.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 from busbar.security.hosts import address_class, canonical_host
 from busbar.security.policy import BUILTIN_METADATA_HOSTS, SsrfBlocked, SsrfPolicy
+from busbar.security.resolve import HostGuard
 from busbar.security.transport import (
     GuardedTransport,
     Resolver,
@@ -37,6 +41,7 @@ from busbar.security.transport import (
 __all__ = [
     "BUILTIN_METADATA_HOSTS",
     "GuardedTransport",
+    "HostGuard",
     "Resolver",
     "SsrfBlocked",
     "SsrfPolicy",

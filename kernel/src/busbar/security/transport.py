@@ -18,7 +18,6 @@ redirects"); seeds 001 "security".
 """
 from __future__ import annotations
 
-import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
@@ -27,28 +26,12 @@ import httpcore
 import httpx
 from httpcore import AsyncNetworkBackend, AsyncNetworkStream
 
-from busbar.security.hosts import IPAddress, canonical_host
+from busbar.security.hosts import IPAddress
 from busbar.security.policy import SsrfBlocked, SsrfPolicy
+from busbar.security.resolve import (HostGuard, Resolver, default_resolver, resolve_checked,
+                                     system_resolver)
 
 __all__ = ["GuardedTransport", "Resolver", "guarded_async_client", "guarded_transport", "system_resolver"]
-
-#: ``async (host, port) -> addresses``: host is a canonical ASCII DNS name; addresses are IP strings or
-#: ``ipaddress`` objects in preference order. Raise ``OSError`` (e.g. ``socket.gaierror``) on failure.
-Resolver = Callable[[str, int], Awaitable[Sequence[str | IPAddress]]]
-
-_CHECK_CACHE_MAX = 1024
-
-
-async def system_resolver(host: str, port: int) -> list[str]:
-    """The default :data:`Resolver`: the system's ``getaddrinfo`` (via anyio, off the event loop)."""
-    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    out: list[str] = []
-    for _family, _type, _proto, _canon, sockaddr in infos:
-        addr = str(sockaddr[0])
-        if addr not in out:
-            out.append(addr)
-    return out
-
 
 class _GuardedBackend(AsyncNetworkBackend):
     """httpcore network backend: resolve, check every address, connect to a checked literal."""
@@ -63,26 +46,14 @@ class _GuardedBackend(AsyncNetworkBackend):
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
                           socket_options: Iterable[Any] | None = None) -> AsyncNetworkStream:
-        try:
-            canon = canonical_host(host)
-        except ValueError:
-            self._check(host, ())  # raises SsrfBlocked naming the invalid host
-            raise
         deadline = None if timeout is None else anyio.current_time() + timeout
-        addresses: Sequence[str | IPAddress]
-        if not isinstance(canon, str):
-            addresses = [canon]  # an IP literal in any spelling: no DNS, connect to the decoded address
-        else:
-            try:
-                with anyio.fail_after(timeout):
-                    addresses = await self._resolver(canon, port)
-            except TimeoutError:
-                raise httpcore.ConnectTimeout(f"resolving {host} timed out") from None
-            except OSError as e:
-                raise httpcore.ConnectError(f"cannot resolve {host}: {e}") from None
-        checked = self._check(host, addresses)
-        if not checked:
-            raise httpcore.ConnectError(f"{host} resolved to no addresses")
+        try:
+            with anyio.fail_after(timeout):
+                checked = await resolve_checked(host, port, self._check, self._resolver)
+        except TimeoutError:
+            raise httpcore.ConnectTimeout(f"resolving {host} timed out") from None
+        except OSError as e:
+            raise httpcore.ConnectError(str(e)) from None
         last: Exception = httpcore.ConnectError(f"cannot connect to {host}")
         for ip in checked:
             remaining = None if deadline is None else max(deadline - anyio.current_time(), 0.001)
@@ -122,44 +93,24 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
                 raise ValueError(f"guarded_transport: {banned}= would bypass the SSRF guard's connect-time "
                                  f"check; it is not supported")
         super().__init__(**httpx_transport_kwargs)
+        self.guard = HostGuard(policy, purpose=purpose, provider_allow=provider_allow,
+                               allow_private=allow_private, require_https_public=require_https_public,
+                               require_https=require_https)
         self.policy = policy
         self.purpose = purpose
-        self._provider_allow = tuple(provider_allow)
-        self._allow_private = allow_private
-        self._require_https_public = require_https_public
-        self._require_https = require_https
-        self._ok: dict[tuple[str, str, int | None], None] = {}
         pool = getattr(self, "_pool", None)
         if not isinstance(pool, httpcore.AsyncConnectionPool) or not hasattr(pool, "_network_backend"):
             # Fail closed: never hand out an unguarded transport if httpx/httpcore internals moved.
             raise RuntimeError("guarded_transport: cannot install the SSRF-guarded network backend "
                                f"(httpx {httpx.__version__}, httpcore {httpcore.__version__})")
 
-        def check(host: str, addresses: Sequence[str | IPAddress]) -> list[IPAddress]:
-            return policy.check_resolved(host, addresses, purpose=purpose,
-                                         provider_allow=self._provider_allow,
-                                         allow_private=allow_private)
-
-        pool._network_backend = _GuardedBackend(pool._network_backend, check,
-                                                resolver or _default_resolver)
+        pool._network_backend = _GuardedBackend(pool._network_backend, self.guard.check_addresses,
+                                                resolver or default_resolver)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
-        key = (url.scheme, url.host, url.port)
-        if key not in self._ok:
-            self.policy.check_host(url.scheme, url.host, purpose=self.purpose,
-                                   provider_allow=self._provider_allow, allow_private=self._allow_private,
-                                   require_https_public=self._require_https_public,
-                                   require_https=self._require_https)
-            if len(self._ok) >= _CHECK_CACHE_MAX:
-                self._ok.clear()
-            self._ok[key] = None
+        self.guard.check_url_parts(url.scheme, url.host, url.port)
         return await super().handle_async_request(request)
-
-
-async def _default_resolver(host: str, port: int) -> Sequence[str | IPAddress]:
-    # Looked up at call time so tests (and embedders) can monkeypatch ``system_resolver``.
-    return await system_resolver(host, port)
 
 
 def guarded_transport(policy: SsrfPolicy, *, purpose: str, provider_allow: Sequence[str] = (),

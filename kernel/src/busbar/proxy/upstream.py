@@ -1,0 +1,294 @@
+"""The upstream HTTP client: one pooled keep-alive client per process, behind a narrow seam.
+
+The request path (attempts, health probes, OAuth token minting) needs five things of an HTTP client:
+send a request and get the status and headers, read a whole body, iterate raw body chunks as they
+arrive, close early (which must close the upstream connection, case C026), and report transport
+failures as one exception type. :class:`Upstream` is that seam:
+
+- ``await up.send(method, url, headers, body, timeout_s=None) -> UpstreamResponse`` — returns at
+  response headers; ``timeout_s`` caps the whole exchange (probes, token endpoints); attempts cap
+  connect + headers themselves and leave the body uncapped (a live stream is never cut).
+- ``UpstreamResponse``: ``status`` (int), ``headers`` (case-insensitive mapping), ``await read()``
+  (whole body, bytes), ``chunks()`` (async iterator of raw ``bytes``; cancelling a pending
+  ``__anext__`` loses no data, so keep-alive timers may wrap it), ``await aclose()`` (returns a fully
+  read connection to the pool, closes an unfinished one).
+- :class:`UpstreamError`: connect failure, reset, protocol error, socket read timeout (``str(e)``
+  names it, never a credential). A refusal by the SSRF guard is :class:`SsrfBlocked`, not this.
+
+:class:`AiohttpUpstream` is the production client (aiohttp's C-accelerated HTTP/1.1 client on the
+SSRF-guarded connector of :mod:`busbar.security.connector`): no redirects, no cookies, no proxies
+from the environment, no auto ``User-Agent``/``Accept-Encoding``, socket read timeout
+``limits.upstream_request_timeout_secs``, connect timeout 10 s. It replaced httpx on the request path
+because httpx + httpcore + h11 + anyio were 50–75 % of the gateway's CPU per request, with a pool
+whose bookkeeping grows with the number of connections (bench/PROFILE.md, issue 2).
+:class:`HttpxUpstream` adapts an ``httpx.AsyncClient``; ``Gateway.build(transport=...)`` uses it so
+tests and benchmarks can inject ``httpx.MockTransport``.
+
+Source: seeds 001 "limits" (upstream_request_timeout_secs, pool_*), "security"; ORIGINAL §2.2.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
+from urllib.parse import urlencode
+
+import aiohttp
+from yarl import URL
+
+from busbar import __version__
+from busbar.security.resolve import HostGuard
+
+CONNECT_TIMEOUT_S = 10.0
+USER_AGENT = f"busbar/{__version__}"
+
+
+class UpstreamError(Exception):
+    """A transport failure talking to an upstream (connect, reset, protocol error, read timeout)."""
+
+
+class UpstreamResponse(Protocol):
+    """An upstream answer, open at its headers (see the module docstring)."""
+
+    status: int
+    headers: Mapping[str, str]
+
+    async def read(self) -> bytes: ...
+    def chunks(self) -> AsyncIterator[bytes]: ...
+    async def aclose(self) -> None: ...
+
+
+class Upstream(Protocol):
+    """The client seam (see the module docstring)."""
+
+    async def send(self, method: str, url: str, headers: Mapping[str, str], body: bytes = b"",
+                   timeout_s: float | None = None) -> UpstreamResponse: ...
+    async def aclose(self) -> None: ...
+
+
+def form_request(data: Mapping[str, str], basic: tuple[str, str] | None = None) -> tuple[dict[str, str], bytes]:
+    """Headers and body of an ``application/x-www-form-urlencoded`` POST (OAuth token endpoints),
+    with HTTP Basic client authentication when ``basic`` = (client_id, secret) (RFC 6749 §2.3.1)."""
+    headers = {"content-type": "application/x-www-form-urlencoded", "accept": "application/json"}
+    if basic is not None:
+        token = base64.b64encode(f"{basic[0]}:{basic[1]}".encode()).decode("ascii")
+        headers["authorization"] = f"Basic {token}"
+    return headers, urlencode(data).encode()
+
+
+# ---------------------------------------------------------------------------------------------- aiohttp
+
+def _describe(e: aiohttp.ClientError) -> str:
+    """One line for an aiohttp failure; connector errors carry the OS-level reason (aiohttp's own
+    message drops a resolver's text)."""
+    text = f"{type(e).__name__}: {e}"
+    cause = getattr(e, "os_error", None)
+    if cause is not None and str(cause) and str(cause) not in text:
+        text = f"{text} ({cause})"
+    return text
+
+
+class _AiohttpChunks:
+    """Raw chunks of an aiohttp body as they arrive (``readany``); cancel-safe."""
+
+    __slots__ = ("_content",)
+
+    def __init__(self, content: aiohttp.StreamReader):
+        self._content = content
+
+    def __aiter__(self) -> "_AiohttpChunks":
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            data = await self._content.readany()
+        except aiohttp.ClientError as e:
+            raise UpstreamError(f"{type(e).__name__}: {e}") from None
+        except asyncio.TimeoutError:            # aiohttp's socket read timeout (not a cancellation)
+            raise UpstreamError("upstream read timed out") from None
+        if not data:
+            raise StopAsyncIteration
+        return data
+
+
+class _AiohttpResponse:
+    __slots__ = ("status", "headers", "_r")
+
+    def __init__(self, r: aiohttp.ClientResponse):
+        self._r = r
+        self.status = r.status
+        self.headers = r.headers
+
+    async def read(self) -> bytes:
+        try:
+            return await self._r.read()
+        except aiohttp.ClientError as e:
+            raise UpstreamError(f"{type(e).__name__}: {e}") from None
+        except asyncio.TimeoutError:
+            raise UpstreamError("upstream read timed out") from None
+
+    def chunks(self) -> _AiohttpChunks:
+        return _AiohttpChunks(self._r.content)
+
+    async def aclose(self) -> None:
+        r = self._r
+        if r.content.is_eof():
+            r.release()          # fully read: the connection goes back to the pool
+        else:
+            r.close()            # unfinished: close the upstream connection (C026)
+
+
+class AiohttpUpstream:
+    """The production :class:`Upstream` (see the module docstring).
+
+    Args:
+        guard: the SSRF :class:`HostGuard` of purpose ``provider`` (URL verdict per request, address
+            verdict per new connection).
+        read_timeout_s: ``limits.upstream_request_timeout_secs`` (longest silence while reading).
+        max_idle_per_host, idle_timeout_s: ``limits.pool_max_idle_per_host`` / ``pool_idle_timeout_secs``.
+        resolver: DNS seam for tests (default: the system resolver).
+    The aiohttp session is created on first use, inside the serving event loop.
+    """
+
+    def __init__(self, guard: HostGuard, *, read_timeout_s: float, max_idle_per_host: int,
+                 idle_timeout_s: float, resolver=None):
+        self.guard = guard
+        self._read_timeout_s = read_timeout_s
+        self._pool = (max_idle_per_host, idle_timeout_s, resolver)
+        self._session: aiohttp.ClientSession | None = None
+        self._urls: dict[str, URL] = {}
+        self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
+
+    def _open(self) -> aiohttp.ClientSession:
+        from busbar.security.connector import guarded_connector
+
+        max_idle, idle_s, resolver = self._pool
+        connector = guarded_connector(self.guard, max_idle_per_host=max_idle, idle_timeout_s=idle_s,
+                                      resolver=resolver)
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=self._timeout(None), cookie_jar=aiohttp.DummyCookieJar(),
+            auto_decompress=True, trust_env=False, headers={"user-agent": USER_AGENT},
+            skip_auto_headers=("User-Agent", "Accept-Encoding"), raise_for_status=False)
+        return self._session
+
+    def _timeout(self, total_s: float | None) -> aiohttp.ClientTimeout:
+        t = self._timeouts.get(total_s)
+        if t is None:
+            t = self._timeouts[total_s] = aiohttp.ClientTimeout(
+                total=total_s, connect=CONNECT_TIMEOUT_S, sock_read=self._read_timeout_s)
+        return t
+
+    def _url(self, url: str) -> URL:
+        parsed = self._urls.get(url)
+        if parsed is None:
+            parsed = URL(url, encoded=True)      # dialects build encoded URLs (SigV4 signs them as is)
+            self.guard.check_url_parts(parsed.scheme, parsed.host or "", parsed.explicit_port)
+            if len(self._urls) > 4096:
+                self._urls.clear()
+            self._urls[url] = parsed
+        return parsed
+
+    async def send(self, method: str, url: str, headers: Mapping[str, str], body: bytes = b"",
+                   timeout_s: float | None = None) -> _AiohttpResponse:
+        """Send one request; returns at response headers. Raises ``UpstreamError``, ``SsrfBlocked``."""
+        session = self._session or self._open()
+        target = self._url(url)
+        try:
+            if timeout_s is None:
+                r = await session.request(method, target, data=body or None, headers=headers,
+                                          allow_redirects=False)
+            else:
+                r = await session.request(method, target, data=body or None, headers=headers,
+                                          allow_redirects=False, timeout=self._timeout(timeout_s))
+        except aiohttp.ClientError as e:
+            raise UpstreamError(_describe(e)) from None
+        except asyncio.TimeoutError:            # connect / total timeout of aiohttp's own
+            raise UpstreamError("upstream timed out") from None
+        return _AiohttpResponse(r)
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+# ------------------------------------------------------------------------------------------------ httpx
+
+class _HttpxChunks:
+    """``aiter_raw`` behind a cancel-safe ``__anext__`` (a cancelled wait keeps the pending read)."""
+
+    __slots__ = ("_it", "_pending")
+
+    def __init__(self, it: AsyncIterator[bytes]):
+        self._it = it
+        self._pending: asyncio.Future | None = None
+
+    def __aiter__(self) -> "_HttpxChunks":
+        return self
+
+    async def __anext__(self) -> bytes:
+        import httpx
+
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self._it.__anext__())
+        try:
+            data = await asyncio.shield(self._pending)
+        except httpx.HTTPError as e:
+            self._pending = None
+            raise UpstreamError(f"{type(e).__name__}: {e}") from None
+        except StopAsyncIteration:
+            self._pending = None
+            raise
+        self._pending = None
+        return data
+
+
+class _HttpxResponse:
+    __slots__ = ("status", "headers", "_r", "_chunks")
+
+    def __init__(self, r: Any):
+        self._r = r
+        self.status = r.status_code
+        self.headers = r.headers
+        self._chunks: _HttpxChunks | None = None
+
+    async def read(self) -> bytes:
+        import httpx
+
+        try:
+            return await self._r.aread()
+        except httpx.HTTPError as e:
+            raise UpstreamError(f"{type(e).__name__}: {e}") from None
+
+    def chunks(self) -> _HttpxChunks:
+        self._chunks = _HttpxChunks(self._r.aiter_raw())
+        return self._chunks
+
+    async def aclose(self) -> None:
+        pending = self._chunks._pending if self._chunks is not None else None
+        if pending is not None and not pending.done():
+            pending.cancel()
+        await self._r.aclose()
+
+
+class HttpxUpstream:
+    """:class:`Upstream` over an ``httpx.AsyncClient`` (injected transports: tests, benchmarks)."""
+
+    def __init__(self, client: Any):
+        self.client = client
+
+    async def send(self, method: str, url: str, headers: Mapping[str, str], body: bytes = b"",
+                   timeout_s: float | None = None) -> _HttpxResponse:
+        import httpx
+
+        kwargs = {} if timeout_s is None else {"timeout": timeout_s}
+        req = self.client.build_request(method, url, content=body, headers=headers, **kwargs)
+        try:
+            r = await self.client.send(req, stream=True)
+        except httpx.TransportError as e:
+            raise UpstreamError(f"{type(e).__name__}: {e}") from None
+        return _HttpxResponse(r)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
