@@ -27,7 +27,7 @@ import time
 
 import jwt
 
-from busbar.proxy.upstream import UpstreamError, form_request
+from busbar.proxy.upstream import UpstreamError, fetch, form_request
 
 GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 REFRESH_MARGIN_S = 60.0
@@ -111,17 +111,12 @@ class Credentials:
     async def _exchange(self, provider, url: str, *, data: dict, auth=None) -> tuple[str, float]:
         headers, form = form_request(data, auth)
         try:
-            async with asyncio.timeout(TOKEN_TIMEOUT_S):
-                resp = await self.upstream.send("POST", url, headers, form, timeout_s=TOKEN_TIMEOUT_S)
-                try:
-                    raw = await resp.read()
-                finally:
-                    await resp.aclose()
+            status, _headers, raw = await fetch(self.upstream, "POST", url, headers, form, TOKEN_TIMEOUT_S)
         except (UpstreamError, TimeoutError) as e:
             raise CredentialError(f"provider {provider.name}: token endpoint unreachable: "
                                   f"{e or 'timed out'}") from None
-        if resp.status != 200:
-            raise CredentialError(f"provider {provider.name}: token endpoint answered HTTP {resp.status}")
+        if status != 200:
+            raise CredentialError(f"provider {provider.name}: token endpoint answered HTTP {status}")
         try:
             body = json.loads(raw)
             token = body["access_token"]

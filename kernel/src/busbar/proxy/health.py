@@ -23,7 +23,7 @@ from busbar.proxy.disposition import HARD_DOWN, TRANSIENT, classify, effect, par
 from busbar.proxy.credentials import CredentialError
 from busbar.proxy.egress import prepare, read_upstream_error
 from busbar.proxy.runtime import Lane
-from busbar.proxy.upstream import UpstreamError
+from busbar.proxy.upstream import UpstreamError, fetch
 
 log = logging.getLogger("busbar.health")
 
@@ -50,27 +50,21 @@ async def probe_once(gw, lane: Lane, timeout_s: float) -> str:
     cells = gw.cells_by_lane[lane.name]
     try:
         url, headers, body = await prepare(gw, prov, lane.upstream_model, False, probe_body(lane))
-        async with asyncio.timeout(timeout_s):
-            resp = await gw.upstream.send("POST", url, headers, body, timeout_s=timeout_s)
-            try:
-                content = await resp.read()
-            finally:
-                await resp.aclose()
+        status, resp_headers, content = await fetch(gw.upstream, "POST", url, headers, body, timeout_s)
     except (UpstreamError, TimeoutError, OSError, CredentialError, ValueError) as e:
         cls, status, info, ra = "network", 0, None, None
         log.info("health probe of %s failed: %s", lane.name, e or type(e).__name__)
     else:
-        if resp.status < 300:
+        if status < 300:
             lane.hard_down_until = 0.0
             for cell in cells:
                 cell.recover()
             lane.ok += 1
             return "ok"
-        status = resp.status
         info = read_upstream_error(prov.dialect, status, content[: gw.limits.upstream_error_body_max_bytes],
-                                   resp.headers)
+                                   resp_headers)
         cls = classify(status, info, prov.error_map)
-        ra = parse_retry_after(resp.headers.get("retry-after"), gw.limits.max_honored_retry_after_secs)
+        ra = parse_retry_after(resp_headers.get("retry-after"), gw.limits.max_honored_retry_after_secs)
     now = gw.clock()
     kind = effect(cls)
     if kind == TRANSIENT:

@@ -67,6 +67,18 @@ class Upstream(Protocol):
     async def aclose(self) -> None: ...
 
 
+async def fetch(upstream: Upstream, method: str, url: str, headers: Mapping[str, str], body: bytes,
+                timeout_s: float) -> tuple[int, Mapping[str, str], bytes]:
+    """One whole exchange (health probes, token endpoints): ``(status, headers, body)`` within
+    ``timeout_s`` seconds. Raises ``UpstreamError``, ``TimeoutError``, ``SsrfBlocked``."""
+    async with asyncio.timeout(timeout_s):
+        resp = await upstream.send(method, url, headers, body, timeout_s=timeout_s)
+        try:
+            return resp.status, resp.headers, await resp.read()
+        finally:
+            await resp.aclose()
+
+
 def form_request(data: Mapping[str, str], basic: tuple[str, str] | None = None) -> tuple[dict[str, str], bytes]:
     """Headers and body of an ``application/x-www-form-urlencoded`` POST (OAuth token endpoints),
     with HTTP Basic client authentication when ``basic`` = (client_id, secret) (RFC 6749 §2.3.1)."""
