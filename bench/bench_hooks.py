@@ -194,29 +194,42 @@ def _pct(samples: list[int]) -> dict[str, float]:
 
 
 class _Counters:
-    """Counts hook objects and projections built while the ``plain`` pool is served."""
+    """Counts hook objects and projections built while the ``plain`` pool is served.
+
+    The counting wrappers are installed only around the ``plain`` pool's requests
+    (:meth:`install` / :meth:`remove`), so they never add to the hook pools' figures.
+    """
 
     def __init__(self) -> None:
         from busbar.hooks import chain, plan, run
 
-        self.n = {"HookRun": 0, "Plan": 0, "request_view": 0, "candidate_views": 0}
-        self.active = False
+        self.n = {"HookRun": 0, "Plan": 0, "shape_view": 0, "candidate_views": 0}
+        self._saved: list[tuple[Any, str, Any]] = []
+        self._wrapped: list[tuple[Any, str, Any]] = []
         for cls in (run.HookRun, plan.Plan):
             orig = cls.__init__
 
             def init(obj: Any, *a: Any, __orig: Any = orig, __name: str = cls.__name__, **k: Any) -> None:
-                if self.active:
-                    self.n[__name] += 1
+                self.n[__name] += 1
                 __orig(obj, *a, **k)
-            cls.__init__ = init  # type: ignore[method-assign]
-        for mod, name in ((run, "request_view"), (chain, "candidate_views")):
+            self._saved.append((cls, "__init__", orig))
+            self._wrapped.append((cls, "__init__", init))
+        for mod, name in ((run, "shape_view"), (chain, "candidate_views")):
             fn = getattr(mod, name)
 
             def wrapped(*a: Any, __fn: Any = fn, __name: str = name, **k: Any) -> Any:
-                if self.active:
-                    self.n[__name] += 1
+                self.n[__name] += 1
                 return __fn(*a, **k)
-            setattr(mod, name, wrapped)
+            self._saved.append((mod, name, fn))
+            self._wrapped.append((mod, name, wrapped))
+
+    def install(self) -> None:
+        for owner, name, fn in self._wrapped:
+            setattr(owner, name, fn)
+
+    def remove(self) -> None:
+        for owner, name, fn in self._saved:
+            setattr(owner, name, fn)
 
 
 class _PlanTimer:
@@ -256,13 +269,14 @@ async def _measure(driver: _Driver, gw: Any, samples: int, rounds: int, counters
     for _ in range(rounds):
         for p in pools:
             bucket = out[p]
-            counters.active = p == "plain"
+            if p == "plain":
+                counters.install()
             timer.samples = plans[p]
             for _ in range(per):
                 t0 = clock()
                 await driver.request(p)
                 bucket.append(clock() - t0)
-            counters.active = False
+            counters.remove()
     # the sidecar floor: the forwarder plugin called straight, in this thread, no hook engine
     forwarder = next(f for f in gw.hooks.facades if f.name == "busbar-webrequest-hook")
     payload = {"op": "decide", "request": {"request_id": "r", "pool": "sidecar", "ingress_protocol": "openai",

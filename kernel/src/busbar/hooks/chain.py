@@ -15,7 +15,9 @@ priority order), its decide gates and its taps (the pool's own plus every global
    ``route`` see the surviving candidate count.
 
 A pool with a native strategy and nothing else takes :meth:`PoolChain.plan`'s fast path: no
-projection, no run, one sort. Source: seeds 003 "Gates fire concurrently", "The gate reply arms",
+projection, no run, one sort (``cheapest``: none, its boot ranking filtered to the healthy
+members). A pool whose only decide gate runs inline (``busbar_inline``) calls it without the
+machinery for waiting on several gates (``fire_inline``). Source: seeds 003 "Gates fire concurrently", "The gate reply arms",
 "What Busbar guarantees when a hook misbehaves"; seeds 000 "How ordering composes with the breaker
 and failover", "Observability".
 """
@@ -27,14 +29,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from busbar.hooks.fire import Result, fire
+from busbar.hooks.fire import Result, fire, fire_inline
 from busbar.hooks.plan import ROUTE_POLICY, Plan
 from busbar.hooks.projection import candidate_views
 from busbar.hooks.reconcile import Verdict, reconcile
 from busbar.hooks.reply import Arms, Reject, Rewrite
 from busbar.hooks.run import HookRun
 from busbar.hooks.specs import GateSpec, TapSpec
-from busbar.hooks.strategies import STRATEGIES, Ranker
+from busbar.hooks.strategies import CONFIG_ONLY, STRATEGIES, Ranker
 from busbar.proto.base import ErrorKind
 from busbar.proto.errors import ProtoError
 from busbar.proxy.relay import error_reply
@@ -59,7 +61,8 @@ class PoolChain:
 
     def __init__(self, name: str, *, strategy: str | None, transforms: Sequence[GateSpec],
                  gates: Sequence[GateSpec], taps: Sequence[TapSpec], costs: dict[int, float | None],
-                 tags_of: dict[int, frozenset[str]], all_idx: tuple[int, ...], max_rewrite_bytes: int):
+                 tags_of: dict[int, frozenset[str]], all_idx: tuple[int, ...], max_rewrite_bytes: int,
+                 statics: dict[int, dict[str, Any]] | None = None, members: Sequence[Any] = ()):
         self.name = name
         self.strategy = strategy if strategy != "weighted" else None
         self.ranker: Ranker | None = STRATEGIES[self.strategy] if self.strategy else None
@@ -72,8 +75,14 @@ class PoolChain:
         self.tags_of = tags_of
         self.all_idx = all_idx
         self.max_rewrite_bytes = max_rewrite_bytes
+        self.statics = statics
+        self.boot_rank: tuple[int, ...] | None = None
+        if (self.strategy in CONFIG_ONLY and self.ranker is not None and members
+                and all(m.index == i for i, m in enumerate(members))):    # idx = position: pool.members[idx]
+            self.boot_rank = self.ranker(members, costs)
         self.ordering = self.strategy is not None or bool(self.transforms or self.gates)
         self.native_only = not (self.transforms or self.gates or self.taps)
+        self.solo = self.gates[0] if len(self.gates) == 1 else None
 
     # ------------------------------------------------------------------ entry points
 
@@ -81,6 +90,14 @@ class PoolChain:
         """Decide for a pool request; see the module docstring."""
         now = gw.clock()
         skip = pool.excluded_idx
+        boot = self.boot_rank
+        if boot is not None and self.native_only:     # cheapest alone: the boot ranking, filtered
+            pm = pool.members
+            ranking = [i for i in boot if i not in skip and pm[i].usable(now)]
+            if not ranking or self.costs.get(ranking[0]) is None:    # no healthy member is priced
+                return Plan(ordering=True)
+            gw.metrics.policy_selection(self.strategy or "", self.name)
+            return Plan(order=tuple(ranking), policy=self.strategy, ordering=True)
         members = [m for m in pool.members if m.index not in skip and m.usable(now)]
         base = None
         if self.ranker is not None:
@@ -111,20 +128,37 @@ class PoolChain:
             run.taps = self.tap_at["attempt"] + self.tap_at["completion"]
         extra: list[tuple[tuple[int, int, int], Verdict]] = []
         try:
-            cands = candidate_views(members, self.costs)
+            cands = candidate_views(members, self.costs, self.statics)
             if not run.transformed:
                 run.transformed = True
                 if self.transforms:
                     stop = await self._transform_pass(gw, call, run, cands, members, extra)
                     if stop is not None:
                         return stop
-                run.tap(self.tap_at["request"], "request")
-            known = frozenset(c["idx"] for c in cands)
-            verdicts = await self._decide_pass(gw, call, run, cands, known, members)
+                if self.tap_at["request"]:
+                    run.tap(self.tap_at["request"], "request")
+            solo = self.solo
+            if solo is not None and solo.facade.inline:     # one inline gate: call it right here
+                known = frozenset([c["idx"] for c in cands])
+                res = fire_inline(solo, run.message("decide", run.pool, cands, prompt=solo.prompt, user=solo.user,
+                                                    owned=True), known)
+                if res.failure is None:
+                    answer, who = res.arm, solo
+                elif solo.on_error.kind == "hook":      # the gate may have mutated cands: new ones
+                    fresh_cands = candidate_views(members, self.costs, self.statics)
+                    answer, who = await self._settle(solo, res, run, fresh_cands, known, members)
+                else:
+                    answer, who = self._terminal(solo, res, members)
+                v = _verdict(call, run, answer, who)
+                verdicts = [] if v is None else [(solo.rank, v)]
+            else:
+                known = frozenset(c["idx"] for c in cands)
+                verdicts = await self._decide_pass(gw, call, run, cands, known, members)
         except ProtoError as e:          # the body does not parse: the caller's own 400
             return Plan(reply=error_reply(call.ingress, e.status, e.kind, e.message))
-        verdicts.extend(extra)
-        verdicts.sort(key=lambda rv: rv[0])
+        if extra:
+            verdicts.extend(extra)
+            verdicts.sort(key=lambda rv: rv[0])
         decision = reconcile([v for _, v in verdicts], self.tags_of, base)
         if decision.reject is not None:
             return self._reject(gw, call, run, decision.reject, decision.policy or "", decision.failure)
@@ -182,15 +216,9 @@ class PoolChain:
                        for g, r in zip(gates, results)]
         out: list[tuple[tuple[int, int, int], Verdict]] = []
         for g, (answer, who) in zip(gates, settled):
-            if isinstance(answer, Verdict):
-                out.append((g.rank, answer))
-            elif isinstance(answer, Reject):
-                out.append((g.rank, Verdict(who.name, reject=(answer.status, answer.message))))
-            elif isinstance(answer, Arms):
-                out.append((g.rank, Verdict(who.name, restrict=answer.restrict, order=answer.order,
-                                            on_empty=who.on_empty)))
-            elif isinstance(answer, Rewrite):   # an rw fallback answered the transform it was sent
-                _apply_rewrite(call, run, answer)
+            v = _verdict(call, run, answer, who)
+            if v is not None:
+                out.append((g.rank, v))
         return out
 
     def _submit(self, g: GateSpec, run: HookRun, cands: list[dict[str, Any]], known: frozenset[int]) -> Any:
@@ -227,6 +255,20 @@ class PoolChain:
             ranking = STRATEGIES[oe.strategy](members, self.costs)
             return (Verdict(oe.strategy, order=ranking) if ranking else None), g
         return None, g                  # nothing / weighted: the gate does not participate
+
+
+def _verdict(call: Any, run: HookRun, answer: Any, who: GateSpec) -> Verdict | None:
+    """A settled decide-pass answer -> its verdict (``None``: abstained or did not participate).
+    A rewrite (an rw fallback answering the transform it was sent) is applied here."""
+    if isinstance(answer, Verdict):
+        return answer
+    if isinstance(answer, Reject):
+        return Verdict(who.name, reject=(answer.status, answer.message))
+    if isinstance(answer, Arms):
+        return Verdict(who.name, restrict=answer.restrict, order=answer.order, on_empty=who.on_empty)
+    if isinstance(answer, Rewrite):
+        _apply_rewrite(call, run, answer)
+    return None
 
 
 def _apply_rewrite(call: Any, run: HookRun, rw: Rewrite) -> None:

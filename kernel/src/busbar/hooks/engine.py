@@ -28,7 +28,7 @@ import orjson
 from busbar.hooks.chain import PoolChain
 from busbar.hooks.check import TERMINALS, check, kind_of, resolve_fallback
 from busbar.hooks.facade import HookFacade
-from busbar.hooks.projection import cost_per_mtok
+from busbar.hooks.projection import candidate_static, cost_per_mtok
 from busbar.hooks.specs import GateSpec, OnError, TapSpec
 from busbar.hooks.strategies import STRATEGIES
 
@@ -95,12 +95,13 @@ def build_engine(loaded: Any, gw: Any, plugins: Any) -> HookEngine | None:
             continue
         gates, taps = b.specs(refs, refs + globals_)
         pool = gw.pools[pname]
+        costs = {m.index: cost_per_mtok(rate_card, m.lane) for m in pool.members}
         chains[pname] = PoolChain(
             pname, strategy=strategy, transforms=[g for g in gates + g_gates if g.transform],
-            gates=[g for g in gates + g_gates if not g.transform], taps=taps + g_taps,
-            costs={m.index: cost_per_mtok(rate_card, m.lane) for m in pool.members},
+            gates=[g for g in gates + g_gates if not g.transform], taps=taps + g_taps, costs=costs,
             tags_of={m.index: frozenset(m.tags) for m in pool.members},
-            all_idx=tuple(m.index for m in pool.members), max_rewrite_bytes=max_bytes)
+            all_idx=tuple(m.index for m in pool.members), max_rewrite_bytes=max_bytes,
+            statics={m.index: candidate_static(m, costs[m.index]) for m in pool.members}, members=pool.members)
     direct = None
     if globals_:
         direct = PoolChain("", strategy=None, transforms=[g for g in g_gates if g.transform],

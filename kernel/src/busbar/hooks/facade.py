@@ -99,11 +99,13 @@ class HookFacade:
 
     def decide(self, payload: dict[str, Any], known_idx: frozenset[int]) -> Job | None:
         """Queue a ``decide``; the job's result is ``Abstain | Reject | Arms`` (or it raised)."""
-        call, grant = self._call, self.prompt
+        if self.inline:                 # declared CPU-only and bounded: run here, no thread hand-off
+            self.calls += 1
+            return Job.now(self._decide_now, payload, known_idx)
+        return self._submit(lambda: self._decide_now(payload, known_idx))
 
-        def run() -> Abstain | Reject | Arms:
-            return read_decide(call(payload), known_idx, grant)
-        return self._submit(run)
+    def _decide_now(self, payload: dict[str, Any], known_idx: frozenset[int]) -> Abstain | Reject | Arms:
+        return read_decide(self._call(payload), known_idx, self.prompt)
 
     def transform(self, payload: dict[str, Any], max_bytes: int) -> Job | None:
         """Queue a ``transform``; the job's result is ``Abstain | Reject | Rewrite``."""

@@ -10,6 +10,11 @@ saturated). All jobs are queued first, so every gate runs at once; then:
    its own ``timeout_ms`` deadline (so the added latency is the slowest gate, not the sum, and a
    hung gate costs its deadline, no more).
 
+``fire_inline(gate, payload, known_idx)`` is the same for one ``decide`` on a gate whose facade runs inline
+(``HookFacade.inline``): the call has returned by the time ``submit()`` does, so there is nothing to
+wait for and no coroutine, task or future is made; it is judged by the same rules (a reply that came
+back after the deadline is a ``timeout``, discarded).
+
 Each gate's :class:`Result` is its normalized arm, or a failure: ``timeout`` (including a reply
 that arrived after the deadline: ignored), ``error`` (the plugin raised), ``garbage`` (the reply is
 not a valid arm), ``grant`` (it returned a field it was not granted), ``saturated``.
@@ -34,7 +39,7 @@ log = logging.getLogger("busbar.hooks")
 #: The most the event loop is held, per request, waiting synchronously on fast gates.
 SYNC_WINDOW_S = 0.0003
 
-__all__ = ["SYNC_WINDOW_S", "Result", "fire"]
+__all__ = ["SYNC_WINDOW_S", "Result", "fire", "fire_inline"]
 
 
 @dataclass(slots=True)
@@ -87,6 +92,19 @@ async def fire(calls: Sequence[tuple[Any, Callable[[], Job | None]]]) -> list[Re
     for i, gate, job, deadline in pending:
         results[i] = _judge(gate, job, deadline, t0)
     return [r if r is not None else Result(failure="error") for r in results]
+
+
+def fire_inline(gate: Any, payload: dict[str, Any], known_idx: frozenset[int]) -> Result:
+    """``decide`` on one inline gate now, judged (``fire([(gate, submit)])[0]`` without the
+    waiting: the caller checked ``gate.facade.inline``, so the plugin runs on this thread)."""
+    t0 = time.monotonic()
+    job = gate.facade.decide(payload, known_idx)
+    if job is None:
+        return Result(failure="saturated", detail="every worker is busy and the queue is full")
+    if not job.finished:            # not inline after all: never wait on the loop, never read it late
+        job.abandon()
+        return Result(failure="error", detail="an inline call was queued on a worker")
+    return _judge(gate, job, t0 + gate.timeout_s, t0)
 
 
 async def _collect(pending: list[tuple[int, Any, Job, float]]) -> None:

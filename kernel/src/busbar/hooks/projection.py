@@ -1,7 +1,7 @@
 """The projection: the read-only view of one request and its candidates that a hook is sent.
 
 What lives here: pure builders of the wire dicts (``request``, ``candidates``, ``stage``) and the
-per-gate copy. What must not: grants policy (``busbar.hooks.grants``), firing, reconcile.
+per-gate copy of the candidates. What must not: grants policy (``busbar.hooks.grants``), firing, reconcile.
 
 Shapes (seeds 000 "The decision payload", seeds 003 "What a gate receives"); optional fields are
 **absent, never null**:
@@ -42,8 +42,9 @@ REDACTED_REASONING = "[busbar:redacted_reasoning]"
 #: JSON parser), minus its in-flight count so ``least_busy`` still prefers the idler one.
 UNBOUNDED_PERMITS = 2**31 - 1
 
-__all__ = ["REDACTED_REASONING", "UNBOUNDED_PERMITS", "available_permits", "candidate_views",
-           "cost_per_mtok", "fresh", "prompt_view", "request_view", "stage_view", "user_view"]
+__all__ = ["REDACTED_REASONING", "UNBOUNDED_PERMITS", "available_permits", "candidate_static", "candidate_views",
+           "copy_candidates", "cost_per_mtok", "ir_sizes", "prompt_view", "request_view", "shape_view", "stage_view",
+           "user_view", "Sizes"]
 
 
 def available_permits(lane: Any) -> int:
@@ -100,21 +101,36 @@ def _flatten(blocks: Iterable[Any]) -> tuple[str, int]:
     return "\n".join(p for p in parts if p), n
 
 
-def request_view(ir: IrRequest, *, request_id: str, pool: str, ingress: str, stream: bool) -> dict[str, Any]:
-    """The shape-only ``request`` object (no prompt text, no identity)."""
+#: The size fields of a ``request`` view: ``(message_count, has_tools, total_chars, max_tokens)``
+#: (``max_tokens`` ``None`` when the caller set no output cap).
+Sizes = tuple[int, bool, int, Any]
+
+
+def ir_sizes(ir: IrRequest) -> Sizes:
+    """The :data:`Sizes` of a request, from its IR."""
     total = 0
     for b in ir.system:
         total += _size(b)
     for m in ir.messages:
         for b in m.content:
             total += _size(b)
+    return len(ir.messages), bool(ir.tools), total, ir.max_tokens
+
+
+def shape_view(sizes: Sizes, *, request_id: str, pool: str, ingress: str, stream: bool) -> dict[str, Any]:
+    """The shape-only ``request`` object (no prompt text, no identity) from its :data:`Sizes`."""
+    count, has_tools, total, max_tokens = sizes
     view: dict[str, Any] = {"request_id": request_id, "pool": pool, "ingress_protocol": ingress,
-                            "message_count": len(ir.messages), "has_tools": bool(ir.tools),
-                            "total_chars": total}
-    if ir.max_tokens is not None:
-        view["max_tokens"] = ir.max_tokens
+                            "message_count": count, "has_tools": has_tools, "total_chars": total}
+    if max_tokens is not None:
+        view["max_tokens"] = max_tokens
     view["stream"] = stream
     return view
+
+
+def request_view(ir: IrRequest, *, request_id: str, pool: str, ingress: str, stream: bool) -> dict[str, Any]:
+    """The shape-only ``request`` object (no prompt text, no identity), from the IR."""
+    return shape_view(ir_sizes(ir), request_id=request_id, pool=pool, ingress=ingress, stream=stream)
 
 
 def _size(block: Any) -> int:
@@ -153,29 +169,52 @@ def user_view(identity: Any, end_user: str | None) -> dict[str, str]:
     return out
 
 
-def candidate_views(members: Iterable[Any], costs: Mapping[int, float | None]) -> list[dict[str, Any]]:
-    """One ``candidates[]`` entry per member of ``members`` (already filtered to the healthy ones).
+def candidate_static(member: Any, cost: float | None) -> dict[str, Any]:
+    """The config-derived part of one ``candidates[]`` entry (``idx`` .. ``cost_per_mtok``, wire
+    order), built once per member at boot: none of these fields changes while the gateway runs.
+
+    Args:
+        member: a ``busbar.proxy.runtime.Member``.
+        cost: its ``cost_per_mtok`` (``None`` when unpriced).
+    """
+    lane = member.lane
+    c: dict[str, Any] = {"idx": member.index, "model": lane.name, "provider": lane.provider.name,
+                         "weight": member.weight}
+    if member.context_max is not None:
+        c["context_max"] = member.context_max
+    if member.tier is not None:
+        c["tier"] = member.tier
+    if member.tags:
+        c["tags"] = tuple(member.tags)
+    if cost is not None:
+        c["cost_per_mtok"] = cost
+    return c
+
+
+def candidate_views(members: Iterable[Any], costs: Mapping[int, float | None],
+                    statics: Mapping[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One ``candidates[]`` entry per member of ``members`` (already filtered to the healthy ones),
+    every entry a new dict (its ``tags`` a new list) the receiving hook may mutate.
 
     Args:
         members: ``busbar.proxy.runtime.Member`` objects.
         costs: member index -> ``cost_per_mtok`` (precomputed at boot from the rate card).
+        statics: member index -> :func:`candidate_static` of that member, when the caller built
+            them at boot (a pool's chain); members missing from it are built here.
     """
     out = []
     for m in members:
+        base = statics.get(m.index) if statics is not None else None
+        if base is None:
+            base = candidate_static(m, costs.get(m.index))
+        c = dict(base)
+        tags = c.get("tags")
+        if tags is not None:
+            c["tags"] = list(tags)
         lane = m.lane
-        c: dict[str, Any] = {"idx": m.index, "model": lane.name, "provider": lane.provider.name,
-                             "weight": m.weight}
-        if m.context_max is not None:
-            c["context_max"] = m.context_max
-        if m.tier is not None:
-            c["tier"] = m.tier
-        if m.tags:
-            c["tags"] = list(m.tags)
-        cost = costs.get(m.index)
-        if cost is not None:
-            c["cost_per_mtok"] = cost
-        if lane.latency_ms is not None:
-            c["latency_ms"] = round(lane.latency_ms, 3)
+        latency = lane.latency_ms
+        if latency is not None:
+            c["latency_ms"] = round(latency, 3)
         c["available_concurrency"] = available_permits(lane)
         out.append(c)
     return out
@@ -190,25 +229,15 @@ def stage_view(at: str, **fields: Any) -> dict[str, Any]:
     return out
 
 
-def fresh(payload: dict[str, Any]) -> dict[str, Any]:
-    """A structural copy of a per-request message, so one plugin mutating its payload can never
-    change what another gate sees (strings and numbers are immutable and shared)."""
-    req = dict(payload["request"])
-    msgs = req.get("messages")
-    if msgs is not None:
-        req["messages"] = [dict(m) for m in msgs]
-    user = req.get("user")
-    if user is not None:
-        req["user"] = dict(user)
-    cands = []
-    for c in payload["candidates"]:
+def copy_candidates(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A structural copy of a ``candidates`` list (each entry and its ``tags`` list new), so one
+    plugin mutating its payload can never change what another hook sees (strings and numbers are
+    immutable and shared)."""
+    out = []
+    for c in candidates:
         c2 = dict(c)
         tags = c2.get("tags")
         if tags is not None:
             c2["tags"] = list(tags)
-        cands.append(c2)
-    out = {"op": payload["op"], "request": req, "candidates": cands, "context": dict(payload["context"])}
-    stage = payload.get("stage")
-    if stage is not None:
-        out["stage"] = dict(stage)
+        out.append(c2)
     return out

@@ -86,6 +86,10 @@ def reconcile(verdicts: Sequence[Verdict], tags_of: Mapping[int, frozenset[str]]
         tags_of: member index -> its tags, for every member of the pool.
         base: ``(strategy name, ranking)`` of the pool's base strategy, or ``None``.
     """
+    if len(verdicts) == 1:              # the common case: one gate's order, nothing to intersect
+        v = verdicts[0]
+        if v.reject is None and v.restrict is None and v.order:
+            return Decision(policy=v.policy, order=tuple(v.order))
     for v in verdicts:
         if v.reject is not None:
             return Decision(reject=v.reject, policy=v.policy, failure=v.failure)

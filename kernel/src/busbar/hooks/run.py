@@ -23,7 +23,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from busbar.hooks.projection import fresh, prompt_view, request_view, stage_view, user_view
+from busbar.hooks.bodyshape import body_sizes
+from busbar.hooks.projection import copy_candidates, ir_sizes, prompt_view, shape_view, stage_view, user_view
 
 __all__ = ["HookRun"]
 
@@ -55,12 +56,17 @@ class HookRun:
     # ------------------------------------------------------------------ projections
 
     def shape(self, pool: str) -> dict[str, Any]:
-        """The shape-only ``request`` view for ``pool`` (cached until a rewrite)."""
+        """The shape-only ``request`` view for ``pool`` (cached until a rewrite). Its sizes come
+        from the client's body when ``busbar.hooks.bodyshape`` reads that shape (no IR built),
+        else from the IR; a rewritten request always uses the IR."""
         view = self._shape.get(pool)
         if view is None:
             call = self.call
-            view = request_view(call.ir, request_id=self.request_id, pool=pool, ingress=call.ingress.name,
-                                stream=call.stream)
+            sizes = None if call.rewritten else body_sizes(call.ingress, call.body)
+            if sizes is None:
+                sizes = ir_sizes(call.ir)
+            view = shape_view(sizes, request_id=self.request_id, pool=pool, ingress=call.ingress.name,
+                              stream=call.stream)
             self._shape[pool] = view
         return view
 
@@ -70,26 +76,27 @@ class HookRun:
         self._prompt = None
 
     def message(self, op: str, pool: str, candidates: list[dict[str, Any]], *, prompt: str, user: str,
-                stage: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One message for one hook, per its effective grant, as a fresh copy."""
-        req = self.shape(pool)
-        if prompt != "no" or (user != "no" and op == "decide"):
-            req = dict(req)
-            if prompt != "no":
-                if self._prompt is None:
-                    self._prompt = prompt_view(self.call.ir)
-                system, messages = self._prompt
-                if system is not None:
-                    req["system"] = system
-                req["messages"] = messages
-            if user != "no" and op == "decide":
-                if self._user is None:
-                    self._user = user_view(getattr(self.call, "identity", None), self.call.ir.user)
-                req["user"] = self._user
-        msg: dict[str, Any] = {"op": op, "request": req, "candidates": candidates, "context": {}}
+                stage: dict[str, Any] | None = None, owned: bool = False) -> dict[str, Any]:
+        """One message for one hook, per its effective grant, every part of it new (a plugin that
+        mutates its payload changes nothing another hook sees). ``owned``: ``candidates`` was built
+        for this message alone and is handed over as is instead of copied."""
+        req = dict(self.shape(pool))            # the cached shape is shared by later messages
+        if prompt != "no":
+            if self._prompt is None:
+                self._prompt = prompt_view(self.call.ir)
+            system, messages = self._prompt
+            if system is not None:
+                req["system"] = system
+            req["messages"] = [dict(m) for m in messages]
+        if user != "no" and op == "decide":
+            if self._user is None:
+                self._user = user_view(getattr(self.call, "identity", None), self.call.ir.user)
+            req["user"] = dict(self._user)
+        msg: dict[str, Any] = {"op": op, "request": req,
+                               "candidates": candidates if owned else copy_candidates(candidates), "context": {}}
         if stage is not None:
-            msg["stage"] = stage
-        return fresh(msg)
+            msg["stage"] = dict(stage)
+        return msg
 
     # ------------------------------------------------------------------ taps
 
@@ -133,3 +140,4 @@ class HookRun:
         self.completed = True
         if self.taps:
             self.tap(self.taps, "completion", outcome=outcome, status=status)
+        self.call = None            # the last stage: break call <-> run, so refcounting frees both

@@ -30,7 +30,7 @@ from busbar.hooks.projection import available_permits
 
 Ranker = Callable[[Sequence[Any], Mapping[int, "float | None"]], "tuple[int, ...] | None"]
 
-__all__ = ["STRATEGIES", "Ranker", "rank_by"]
+__all__ = ["CONFIG_ONLY", "STRATEGIES", "Ranker", "rank_by"]
 
 
 def rank_by(members: Sequence[Any], key: Callable[[Any], float | None], *,
@@ -75,3 +75,8 @@ def usage(members: Sequence[Any], costs: Mapping[int, float | None]) -> tuple[in
 
 STRATEGIES: dict[str, Ranker] = {"weighted": weighted, "cheapest": cheapest, "fastest": fastest,
                                  "least_busy": least_busy, "usage": usage}
+
+#: Strategies ranking on config alone (the rate card): a pool's full ranking is computed once at
+#: boot, and a request's is that ranking filtered to its healthy members, the same tuple
+#: :func:`rank_by` would sort (filtering a sorted list keeps its order).
+CONFIG_ONLY = frozenset({"cheapest"})

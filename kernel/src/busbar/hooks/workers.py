@@ -52,14 +52,14 @@ class Job:
         self.loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
-    def now(cls, fn: Callable[[], Any]) -> Job:
-        """Run ``fn`` in the calling thread (a hook declared inline): a finished job, no lock."""
+    def now(cls, fn: Callable[..., Any], *args: Any) -> Job:
+        """Run ``fn(*args)`` in the calling thread (a hook declared inline): a finished job, no lock."""
         job = cls.__new__(cls)
         job.fn, job.lock, job.result, job.error = fn, None, None, None
         job.abandoned, job.waiter, job.loop = False, None, None
         job.t_start = time.monotonic()
         try:
-            job.result = fn()
+            job.result = fn(*args)
         except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
             job.error = e
         job.t_done = time.monotonic()

@@ -1,0 +1,77 @@
+"""The size fields of a hook's ``request`` view read straight from the client's body, no IR.
+
+``body_sizes(ingress, body) -> Sizes | None``. On a same-protocol hop the request's IR is otherwise
+never built (the client's bytes are relayed), and parsing it only to count messages and characters
+is the largest single cost of a gate decision. For the body shapes below the numbers are read from
+the parsed JSON directly; for anything else this returns ``None`` and the caller builds the IR
+(``busbar.hooks.projection.ir_sizes``), which also keeps every validation error exactly where it
+was (a body this accepts is one the dialect's reader accepts without an error, by construction).
+
+Covered: OpenAI Chat Completions bodies whose messages are all ``{"role": system | developer |
+user | assistant, "content": <string>}`` (an assistant message without ``tool_calls`` or
+``reasoning_content``), with no ``tools``, no ``tool_choice``, and ``stop`` absent, a string or a
+list: the everyday chat request. Tool traffic, content-part arrays, other roles and other ingress
+protocols take the IR. ``tests/unit/hooks/test_hooks_bodyshape.py`` checks the two agree.
+
+The numbers are those of ``busbar.proto.openai.request.read_request`` + ``ir_sizes``:
+``message_count`` counts user and assistant messages (system and developer text goes to the system
+prompt), ``total_chars`` is the length of every content string, ``has_tools`` is false, and
+``max_tokens`` is ``max_completion_tokens``, else ``max_tokens``.
+
+Source: seeds 003 "What a gate receives"; seeds 000 "The decision payload".
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from busbar.hooks.projection import Sizes
+from busbar.proto.openai.dialect import OpenAIDialect
+
+__all__ = ["body_sizes"]
+
+#: role -> counted as a message (user, assistant) or as system text (system, developer)
+_OPENAI_ROLES = {"user": True, "assistant": True, "system": False, "developer": False}
+
+
+def _openai(body: dict[str, Any]) -> Sizes | None:
+    msgs = body.get("messages")
+    if type(msgs) is not list:
+        return None
+    if body.get("tools") or body.get("tool_choice") is not None:
+        return None
+    stop = body.get("stop")
+    if stop and type(stop) is not str and type(stop) is not list:
+        return None
+    count = total = 0
+    roles = _OPENAI_ROLES
+    for m in msgs:
+        if type(m) is not dict:
+            return None
+        role = m.get("role")
+        content = m.get("content")
+        if type(role) is not str or type(content) is not str:
+            return None
+        counted = roles.get(role)
+        if counted is None:
+            return None
+        if counted:
+            if m.get("tool_calls") or m.get("reasoning_content"):
+                return None
+            count += 1
+        total += len(content)
+    mct = body.get("max_completion_tokens")
+    return count, False, total, mct if mct is not None else body.get("max_tokens")
+
+
+_READERS: dict[type, Callable[[dict[str, Any]], Sizes | None]] = {OpenAIDialect: _openai}
+
+
+def body_sizes(ingress: Any, body: Any) -> Sizes | None:
+    """The request's :data:`busbar.hooks.projection.Sizes` read from ``body`` (the client's parsed
+    JSON) for the ``ingress`` dialect, or ``None`` when this body needs the IR (see the module
+    docstring). Never raises."""
+    reader = _READERS.get(type(ingress))
+    if reader is None or type(body) is not dict:
+        return None
+    return reader(body)
