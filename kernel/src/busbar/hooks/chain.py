@@ -29,7 +29,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from busbar.hooks.fire import Result, fire, fire_inline
+from busbar.hooks.fire import Result, fire, fire_awaited, fire_inline
 from busbar.hooks.plan import ROUTE_POLICY, Plan
 from busbar.hooks.projection import candidate_views
 from busbar.hooks.reconcile import Verdict, reconcile
@@ -138,10 +138,10 @@ class PoolChain:
                 if self.tap_at["request"]:
                     run.tap(self.tap_at["request"], "request")
             solo = self.solo
-            if solo is not None and solo.facade.inline:     # one inline gate: call it right here
+            if solo is not None and (solo.facade.inline or solo.facade.on_loop):    # one gate: call it here
                 known = frozenset([c["idx"] for c in cands])
-                res = fire_inline(solo, run.message("decide", run.pool, cands, prompt=solo.prompt, user=solo.user,
-                                                    owned=True), known)
+                msg = run.message("decide", run.pool, cands, prompt=solo.prompt, user=solo.user, owned=True)
+                res = fire_inline(solo, msg, known) if solo.facade.inline else await fire_awaited(solo, msg, known)
                 if res.failure is None:
                     answer, who = res.arm, solo
                 elif solo.on_error.kind == "hook":      # the gate may have mutated cands: new ones

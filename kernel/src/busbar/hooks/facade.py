@@ -9,6 +9,8 @@
                     (a plugin declaring ``busbar_call.busbar_inline = True`` runs right here instead:
                     no thread hand-off; one call past its deadline demotes it to the pool for good)
 ``transform``       the same for a rewrite pass (``reply.read_transform``)
+                    (a plugin with an async twin, ``busbar_call.busbar_acall``, runs either as a
+                    task on the event loop instead: no thread, and the deadline cancels it)
 ``notify``          offer a tap observation to the hook's bounded tap queue (dropped when full)
 ``configure``       push settings; True only on the exact ``settings_version`` ack
 ``describe``        the settings JSON Schema, or ``None``
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from busbar import __version__ as BUSBAR_VERSION
@@ -86,7 +88,8 @@ class HookFacade:
         self.settings_version = 1
         self.acked_version: int | None = None
         self._call: Callable[[dict[str, Any]], Any] = instance.call
-        self.inline = declares_inline(instance)
+        self._acall: Callable[[dict[str, Any]], Awaitable[Any]] | None = getattr(instance, "acall", None)
+        self.inline = self._acall is None and declares_inline(instance)
         self.overruns = 0
         self._pool = WorkerPool(name, max_workers=max_workers, max_pending=max_pending)
         self._taps: TapQueue | None = None
@@ -97,19 +100,48 @@ class HookFacade:
 
     # ------------------------------------------------------------------ request path
 
+    @property
+    def on_loop(self) -> bool:
+        """Request-path calls run as tasks on the event loop (the plugin has an async twin)."""
+        return self._acall is not None
+
     def decide(self, payload: dict[str, Any], known_idx: frozenset[int]) -> Job | None:
         """Queue a ``decide``; the job's result is ``Abstain | Reject | Arms`` (or it raised)."""
+        acall = self._acall
+        if acall is not None:
+            self.calls += 1
+
+            async def run_async() -> Abstain | Reject | Arms:
+                return read_decide(await acall(payload), known_idx, self.prompt)
+            return Job.on_loop(run_async)
         if self.inline:                 # declared CPU-only and bounded: run here, no thread hand-off
             self.calls += 1
             return Job.now(self._decide_now, payload, known_idx)
         return self._submit(lambda: self._decide_now(payload, known_idx))
+
+    async def decide_awaited(self, payload: dict[str, Any], known_idx: frozenset[int], timeout_s: float) -> Job:
+        """A ``decide`` on a hook with an async twin (:attr:`on_loop`), awaited here and cancelled
+        at ``timeout_s`` (no task): the job, finished unless the deadline cut it."""
+        acall = self._acall
+        assert acall is not None
+        self.calls += 1
+
+        async def run_async() -> Abstain | Reject | Arms:
+            return read_decide(await acall(payload), known_idx, self.prompt)
+        return await Job.awaited(run_async, timeout_s)
 
     def _decide_now(self, payload: dict[str, Any], known_idx: frozenset[int]) -> Abstain | Reject | Arms:
         return read_decide(self._call(payload), known_idx, self.prompt)
 
     def transform(self, payload: dict[str, Any], max_bytes: int) -> Job | None:
         """Queue a ``transform``; the job's result is ``Abstain | Reject | Rewrite``."""
-        call, grant = self._call, self.prompt
+        call, grant, acall = self._call, self.prompt, self._acall
+        if acall is not None:
+            self.calls += 1
+
+            async def run_async() -> Abstain | Reject | Rewrite:
+                return read_transform(await acall(payload), grant, max_bytes)
+            return Job.on_loop(run_async)
 
         def run() -> Abstain | Reject | Rewrite:
             return read_transform(call(payload), grant, max_bytes)
@@ -144,7 +176,7 @@ class HookFacade:
     def sync_ok(self) -> bool:
         """Wait for this hook synchronously: it has a track record (``SYNC_MIN_SAMPLES`` calls),
         its own run time is a lock hand-off's order, and no other call of it is in flight."""
-        return (self.samples >= SYNC_MIN_SAMPLES and self.latency_us < SYNC_CUTOFF_US
+        return (self._acall is None and self.samples >= SYNC_MIN_SAMPLES and self.latency_us < SYNC_CUTOFF_US
                 and self._pool.busy <= 1)
 
     def observe(self, micros: float) -> None:

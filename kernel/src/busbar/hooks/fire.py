@@ -13,7 +13,9 @@ saturated). All jobs are queued first, so every gate runs at once; then:
 ``fire_inline(gate, payload, known_idx)`` is the same for one ``decide`` on a gate whose facade runs inline
 (``HookFacade.inline``): the call has returned by the time ``submit()`` does, so there is nothing to
 wait for and no coroutine, task or future is made; it is judged by the same rules (a reply that came
-back after the deadline is a ``timeout``, discarded).
+back after the deadline is a ``timeout``, discarded). ``fire_awaited(gate, payload, known_idx)`` is
+the same for a gate whose plugin has an async twin (``facade.on_loop``): awaited right here and
+cancelled at its deadline.
 
 Each gate's :class:`Result` is its normalized arm, or a failure: ``timeout`` (including a reply
 that arrived after the deadline: ignored), ``error`` (the plugin raised), ``garbage`` (the reply is
@@ -39,7 +41,7 @@ log = logging.getLogger("busbar.hooks")
 #: The most the event loop is held, per request, waiting synchronously on fast gates.
 SYNC_WINDOW_S = 0.0003
 
-__all__ = ["SYNC_WINDOW_S", "Result", "fire", "fire_inline"]
+__all__ = ["SYNC_WINDOW_S", "Result", "fire", "fire_awaited", "fire_inline"]
 
 
 @dataclass(slots=True)
@@ -104,6 +106,14 @@ def fire_inline(gate: Any, payload: dict[str, Any], known_idx: frozenset[int]) -
     if not job.finished:            # not inline after all: never wait on the loop, never read it late
         job.abandon()
         return Result(failure="error", detail="an inline call was queued on a worker")
+    return _judge(gate, job, t0 + gate.timeout_s, t0)
+
+
+async def fire_awaited(gate: Any, payload: dict[str, Any], known_idx: frozenset[int]) -> Result:
+    """``decide`` on one gate whose facade runs on the loop (``facade.on_loop``), awaited here
+    and cancelled at its deadline (no task, future or wait), judged by the same rules."""
+    t0 = time.monotonic()
+    job = await gate.facade.decide_awaited(payload, known_idx, gate.timeout_s)
     return _judge(gate, job, t0 + gate.timeout_s, t0)
 
 

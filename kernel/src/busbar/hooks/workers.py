@@ -7,6 +7,10 @@ waiting): :meth:`WorkerPool.submit` returns a :class:`Job`, or ``None`` when the
 bounded). A job whose request stopped waiting (deadline passed) is :meth:`Job.abandon`-ed: a
 worker skips it, and a late result is never read.
 
+A hook whose plugin carries an async twin of ``busbar_call`` (``PluginInstance.acall``) needs no
+thread: :meth:`Job.on_loop` runs it as a task on the event loop, and abandoning the job at its
+deadline cancels the task (a deadline that really cuts the call, unlike a thread's).
+
 Waiting for a job, two ways (both bounded by the gate's deadline):
 
 - :meth:`Job.wait_sync`: block the calling thread on the job's lock for a short window. Used for
@@ -24,7 +28,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 log = logging.getLogger("busbar.hooks")
@@ -37,7 +41,8 @@ class Job:
     ``t_start``/``t_done`` (monotonic s) bracket the plugin's own run time, without queueing or
     scheduling delays."""
 
-    __slots__ = ("abandoned", "error", "finished", "fn", "lock", "loop", "result", "t_done", "t_start", "waiter")
+    __slots__ = ("abandoned", "error", "finished", "fn", "lock", "loop", "result", "t_done", "t_start", "task",
+                 "waiter")
 
     def __init__(self, fn: Callable[[], Any]):
         self.fn = fn
@@ -50,13 +55,14 @@ class Job:
         self.t_start = self.t_done = 0.0
         self.waiter: asyncio.Future[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task[None] | None = None
 
     @classmethod
     def now(cls, fn: Callable[..., Any], *args: Any) -> Job:
         """Run ``fn(*args)`` in the calling thread (a hook declared inline): a finished job, no lock."""
         job = cls.__new__(cls)
         job.fn, job.lock, job.result, job.error = fn, None, None, None
-        job.abandoned, job.waiter, job.loop = False, None, None
+        job.abandoned, job.waiter, job.loop, job.task = False, None, None, None
         job.t_start = time.monotonic()
         try:
             job.result = fn(*args)
@@ -65,6 +71,56 @@ class Job:
         job.t_done = time.monotonic()
         job.finished = True
         return job
+
+    @classmethod
+    def on_loop(cls, make: Callable[[], Awaitable[Any]]) -> Job:
+        """Run the coroutine ``make()`` as a task on the running loop (a hook with an async twin:
+        no thread). The job finishes when the task does; :meth:`abandon` cancels the task."""
+        job = cls.__new__(cls)
+        job.fn, job.lock, job.result, job.error = make, None, None, None
+        job.abandoned, job.waiter, job.finished = False, None, False
+        job.loop = asyncio.get_running_loop()
+        job.t_start = time.monotonic()
+        job.t_done = 0.0
+        job.task = job.loop.create_task(job._run_async(make))
+        return job
+
+    @classmethod
+    async def awaited(cls, make: Callable[[], Awaitable[Any]], timeout_s: float) -> Job:
+        """Await ``make()`` right here, cancelled at ``timeout_s``: the job, finished unless the
+        deadline cut it. A cancellation from outside (the client left) propagates."""
+        job = cls.__new__(cls)
+        job.fn, job.lock, job.result, job.error = make, None, None, None
+        job.abandoned, job.waiter, job.loop, job.task, job.finished = False, None, None, None, False
+        job.t_start = time.monotonic()
+        job.t_done = 0.0
+        deadline = asyncio.timeout(timeout_s)
+        try:
+            async with deadline:
+                job.result = await make()
+        except TimeoutError as e:
+            if deadline.expired():
+                job.abandoned = True
+                return job
+            job.error = e
+        except Exception as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
+            job.error = e
+        job.t_done = time.monotonic()
+        job.finished = True
+        return job
+
+    async def _run_async(self, make: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            self.result = await make()
+        except asyncio.CancelledError:          # abandoned at its deadline: nobody reads it
+            return
+        except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
+            self.error = e
+        self.t_done = time.monotonic()
+        self.finished = True
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
 
     def run(self) -> None:
         """Worker side: call, record, wake whoever waits."""
@@ -106,8 +162,11 @@ class Job:
         return fut
 
     def abandon(self) -> None:
-        """Nobody reads this job any more; a worker that has not started it skips it."""
+        """Nobody reads this job any more; a worker that has not started it skips it, and an
+        on-loop job's task is cancelled."""
         self.abandoned = True
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
 
 
 def _wake(fut: asyncio.Future[None]) -> None:

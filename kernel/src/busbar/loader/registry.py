@@ -10,9 +10,11 @@ Source: seeds 001 "plugins"; seeds 003 "Access grants", "kind: hook plugin ABI";
 """
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -23,7 +25,7 @@ from busbar_sdk.artifact import Manifest, PluginBinding
 from busbar.loader.errors import PluginCallError, PluginError, PluginOpenError
 from busbar.loader.unpack import Staging
 
-__all__ = ["Grant", "LoadedPlugin", "PluginInstance", "PluginSet", "Record", "effective_grant"]
+__all__ = ["ASYNC_ATTRIBUTE", "Grant", "LoadedPlugin", "PluginInstance", "PluginSet", "Record", "effective_grant"]
 
 log = logging.getLogger("busbar.plugins")
 trace_log = logging.getLogger("busbar.plugins.trace")
@@ -31,6 +33,8 @@ trace_log = logging.getLogger("busbar.plugins.trace")
 _LADDER = {"no": 0, "ro": 1, "rw": 2}
 _PROMPT_KEYS = ("system", "messages")
 _USER_KEYS = ("user",)
+#: A plugin may carry an async twin of its ``busbar_call`` as this attribute of the implementation.
+ASYNC_ATTRIBUTE = "busbar_acall"
 
 
 class Grant(NamedTuple):
@@ -86,18 +90,24 @@ class PluginInstance:
     ``rewrite`` arm without ``prompt: rw`` raises. Every failure raises :class:`PluginCallError`
     (plugin exceptions chained). Thread-safe as far as the plugin is.
 
+    ``acall``: ``None``, or, for a plugin whose ``busbar_call`` implementation carries an async twin
+    (``busbar_call.busbar_acall = async def (handle, payload) -> dict``), ``await acall(payload)``
+    with the same grant filter and checks, run on the caller's event loop (a cancellation, e.g. a
+    deadline, propagates as ``CancelledError``).
+
     Attributes:
         plugin: the :class:`LoadedPlugin`.
         grant: the effective :class:`Grant`.
         handle: the plugin's opaque handle.
     """
 
-    __slots__ = ("_closed", "call", "grant", "handle", "plugin")
+    __slots__ = ("_closed", "acall", "call", "grant", "handle", "plugin")
 
     def __init__(self, plugin: LoadedPlugin, handle: object, grant: Grant) -> None:
         self.plugin, self.handle, self.grant = plugin, handle, grant
         self._closed = False
         self.call: Callable[[dict[str, Any]], dict[str, Any]] = _make_call(plugin, handle, grant)
+        self.acall: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = _make_acall(plugin, handle, grant)
 
     def release(self, obj: object) -> None:
         """``busbar_free(handle, obj)``: tell the plugin a reply is no longer used (errors logged)."""
@@ -122,38 +132,81 @@ class PluginInstance:
         return f"PluginInstance({self.plugin.name!r}, grant={tuple(self.grant)})"
 
 
-def _make_call(plugin: LoadedPlugin, handle: object, grant: Grant) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    assert plugin.binding is not None
-    fn = plugin.binding.call
-    label = plugin.file
-    strip: tuple[str, ...] = ()
-    if plugin.kind == "hook":
-        strip = (() if grant.prompt != "no" else _PROMPT_KEYS) + (() if grant.user != "no" else _USER_KEYS)
-    may_rewrite = plugin.kind != "hook" or grant.prompt == "rw"
+class _Seam:
+    """The grant checks at the plugin seam, shared by the sync and the async call: ``inbound``
+    drops what the grant does not allow (hooks), ``outbound`` refuses a non-dict reply or a
+    ``rewrite`` arm without ``prompt: rw``. Both raise :class:`PluginCallError`."""
 
-    def call(payload: dict[str, Any]) -> dict[str, Any]:
+    __slots__ = ("grant", "label", "may_rewrite", "strip")
+
+    def __init__(self, plugin: LoadedPlugin, grant: Grant) -> None:
+        self.label = plugin.file
+        self.grant = grant
+        self.strip: tuple[str, ...] = ()
+        if plugin.kind == "hook":
+            self.strip = (() if grant.prompt != "no" else _PROMPT_KEYS) + (() if grant.user != "no" else _USER_KEYS)
+        self.may_rewrite = plugin.kind != "hook" or grant.prompt == "rw"
+
+    def inbound(self, payload: dict[str, Any]) -> dict[str, Any]:
+        strip = self.strip
         if strip:
             req = payload.get("request")
             if type(req) is dict:
                 for key in strip:
                     if key in req:
-                        payload = {**payload, "request": {k: v for k, v in req.items() if k not in strip}}
-                        break
+                        return {**payload, "request": {k: v for k, v in req.items() if k not in strip}}
+        return payload
+
+    def outbound(self, reply: Any) -> dict[str, Any]:
+        if type(reply) is not dict:
+            raise PluginCallError(f"{self.label}: busbar_call returned {type(reply).__name__}, not a dict")
+        if not self.may_rewrite and "rewrite" in reply:
+            raise PluginCallError(f"{self.label}: replied with a rewrite arm but the instance's effective prompt "
+                                  f"grant is {self.grant.prompt!r}; rewrite needs prompt: rw in both the manifest "
+                                  f"needs and the instance")
+        return reply
+
+
+def _make_call(plugin: LoadedPlugin, handle: object, grant: Grant) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    assert plugin.binding is not None
+    fn = plugin.binding.call
+    seam = _Seam(plugin, grant)
+    label = seam.label
+
+    def call(payload: dict[str, Any]) -> dict[str, Any]:
+        payload = seam.inbound(payload)
         try:
             reply = fn(handle, payload)
         except Exception as exc:  # plugin code: mapped to our error at the seam
             raise PluginCallError(f"{label}: busbar_call raised {type(exc).__name__}: {exc}") from exc
-        if type(reply) is not dict:
-            raise PluginCallError(f"{label}: busbar_call returned {type(reply).__name__}, not a dict")
-        if not may_rewrite and "rewrite" in reply:
-            raise PluginCallError(f"{label}: replied with a rewrite arm but the instance's effective prompt "
-                                  f"grant is {grant.prompt!r}; rewrite needs prompt: rw in both the manifest "
-                                  f"needs and the instance")
-        return reply
+        return seam.outbound(reply)
 
     if os.environ.get("BUSBAR_TRACE_PLUGINS"):
         return _traced(call, plugin.name)
     return call
+
+
+def _make_acall(plugin: LoadedPlugin, handle: object,
+                grant: Grant) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None:
+    """The async twin of ``busbar_call`` when the plugin declares one (``busbar_call.busbar_acall``,
+    an ``async def (handle, payload) -> dict``), with the same seam; else ``None``."""
+    assert plugin.binding is not None
+    fn = getattr(plugin.binding.call, ASYNC_ATTRIBUTE, None)
+    if fn is None or not inspect.iscoroutinefunction(fn):
+        return None
+    seam = _Seam(plugin, grant)
+    label = seam.label
+
+    async def acall(payload: dict[str, Any]) -> dict[str, Any]:
+        payload = seam.inbound(payload)
+        try:
+            reply = await fn(handle, payload)
+        except asyncio.CancelledError:
+            raise                   # the caller's deadline: not the plugin's error
+        except Exception as exc:  # plugin code: mapped to our error at the seam
+            raise PluginCallError(f"{label}: busbar_acall raised {type(exc).__name__}: {exc}") from exc
+        return seam.outbound(reply)
+    return acall
 
 
 def _redact(obj: Any, key: str = "") -> Any:
