@@ -15,8 +15,15 @@ HTTP mapping (seeds 003 "The wire, precisely"): any path, ``POST`` with a JSON o
 ``200`` with the reply JSON (``{}`` = abstain, also for ``notify`` and unknown ops); ``400`` for an
 empty or non-JSON body, ``413`` above ``max_body_bytes``, ``405`` for other methods, ``500`` when
 the plugin raised or returned a non-dict. Non-200 statuses are transport errors on the Busbar
-side (the gate's ``on_error``), never an abstain. Stdlib only (``http.server``); for an ASGI
-server use :func:`asgi_app`.
+side (the gate's ``on_error``), never an abstain.
+
+The server is uvicorn (uvloop and the httptools parser when installed) serving :func:`asgi_app`:
+a keep-alive round trip costs a fraction of ``http.server``'s. Plugin code runs on a worker thread
+(a slow or blocking hook never holds other connections up), unless the plugin declares
+``busbar_call.busbar_inline = True`` (CPU-only and bounded, as in-process): then it runs on the
+event loop, saving the thread hand-off. Keep-alive connections are not timed out by the server
+(the forwarder's ``keepalive_s`` decides). To run it under another ASGI server, use
+:func:`asgi_app`.
 
 The forwarder requires ``https://`` for a remote sidecar; put TLS in front (or bind loopback).
 
@@ -25,12 +32,16 @@ Source: seeds 003 "Webrequest", "The sidecar wire contract".
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import json
+import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import uvicorn
 
 from busbar_sdk._base import Plugin, export_plugin
 from busbar_sdk._binding import bind_plugin
@@ -39,6 +50,8 @@ __all__ = ["SidecarServer", "asgi_app", "main", "make_dispatch", "serve", "start
 
 Dispatch = Callable[[dict[str, Any]], dict[str, Any]]
 MAX_BODY_BYTES = 8 << 20
+#: The attribute of a ``busbar_call`` implementation declaring it CPU-only and bounded.
+INLINE_ATTRIBUTE = "busbar_inline"
 
 
 def make_dispatch(plugin: object, settings: dict[str, Any] | None = None) -> Dispatch:
@@ -48,6 +61,9 @@ def make_dispatch(plugin: object, settings: dict[str, Any] | None = None) -> Dis
         plugin: a :class:`HookPlugin` subclass, an :func:`export_plugin` object, or any object or
             module implementing the ABI with pluggy markers.
         settings: the instance settings (what ``busbar_open`` receives).
+
+    The returned function carries ``busbar_inline = True`` when the plugin's ``busbar_call``
+    declares it (see the module docstring).
 
     Raises:
         BindingError: the object does not satisfy the ABI or is not a hook.
@@ -60,10 +76,19 @@ def make_dispatch(plugin: object, settings: dict[str, Any] | None = None) -> Dis
 
     def dispatch(payload: dict[str, Any]) -> dict[str, Any]:
         return call(handle, payload)
+    dispatch.busbar_inline = getattr(call, INLINE_ATTRIBUTE, False) is True  # type: ignore[attr-defined]
     return dispatch
 
 
 def _respond(dispatch: Dispatch, body: bytes) -> tuple[int, dict[str, Any]]:
+    payload = _payload(body)
+    if isinstance(payload, tuple):
+        return payload
+    return _reply(dispatch, payload)
+
+
+def _payload(body: bytes) -> dict[str, Any] | tuple[int, dict[str, Any]]:
+    """The request body as a JSON object, or the ``(400, error)`` answer."""
     if not body.strip():
         return 400, {"error": "empty body"}
     try:
@@ -72,6 +97,10 @@ def _respond(dispatch: Dispatch, body: bytes) -> tuple[int, dict[str, Any]]:
         return 400, {"error": "body is not JSON"}
     if not isinstance(payload, dict):
         return 400, {"error": "body is not a JSON object"}
+    return payload
+
+
+def _reply(dispatch: Dispatch, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     try:
         reply = dispatch(payload)
     except Exception as exc:  # noqa: BLE001 - plugin code: a 500 is the on_error path on the Busbar side
@@ -81,95 +110,16 @@ def _respond(dispatch: Dispatch, body: bytes) -> tuple[int, dict[str, Any]]:
     return 200, reply
 
 
-class SidecarServer(ThreadingHTTPServer):
-    """A threading HTTP server bound to one dispatch; ``url`` is where it listens."""
-
-    daemon_threads = True
-
-    def __init__(self, dispatch: Dispatch, host: str, port: int, max_body_bytes: int = MAX_BODY_BYTES) -> None:
-        self.dispatch = dispatch
-        self.max_body_bytes = max_body_bytes
-        self._thread: threading.Thread | None = None
-        super().__init__((host, port), _Handler)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def close(self) -> None:
-        """Stop serving and release the socket."""
-        self.shutdown()
-        self.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: SidecarServer
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True    # headers and body go out in two writes: no 40 ms delayed-ACK stall
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet by default
-        return None
-
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body, separators=(",", ":")).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_POST(self) -> None:
-        try:
-            length = int(self.headers.get("Content-Length", "0"))
-        except ValueError:
-            length = -1
-        if length < 0:
-            self.close_connection = True
-            return self._send(400, {"error": "bad Content-Length"})
-        if length > self.server.max_body_bytes:
-            self.close_connection = True
-            return self._send(413, {"error": f"body above {self.server.max_body_bytes} bytes"})
-        status, reply = _respond(self.server.dispatch, self.rfile.read(length))
-        self._send(status, reply)
-
-    def _not_allowed(self) -> None:
-        self._send(405, {"error": "POST a JSON message"})
-
-    do_GET = do_PUT = do_DELETE = do_PATCH = _not_allowed
-
-
-def start(plugin: object, *, settings: dict[str, Any] | None = None, host: str = "127.0.0.1",
-          port: int = 0) -> SidecarServer:
-    """Serve in a background thread (``port=0`` picks a free port); returns the server."""
-    server = SidecarServer(make_dispatch(plugin, settings), host, port)
-    server._thread = threading.Thread(target=server.serve_forever, name="busbar-sidecar", daemon=True)
-    server._thread.start()
-    return server
-
-
-def serve(plugin: object, *, settings: dict[str, Any] | None = None, host: str = "127.0.0.1",
-          port: int = 8787) -> None:
-    """Serve in the foreground until interrupted."""
-    server = SidecarServer(make_dispatch(plugin, settings), host, port)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-
-
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]],
                     Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]
 
 
 def asgi_app(plugin: object, settings: dict[str, Any] | None = None, *,
              max_body_bytes: int = MAX_BODY_BYTES) -> ASGIApp:
-    """The same contract as an ASGI 3 application (for uvicorn, hypercorn, ...)."""
+    """The sidecar contract as an ASGI 3 application (for uvicorn, hypercorn, ...): see the module
+    docstring for the HTTP mapping and where plugin code runs."""
     dispatch = make_dispatch(plugin, settings)
+    inline = getattr(dispatch, "busbar_inline", False)
 
     async def app(scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
                   send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
@@ -185,13 +135,83 @@ def asgi_app(plugin: object, settings: dict[str, Any] | None = None, *,
                 more = event.get("more_body", False)
                 if len(body) > max_body_bytes:
                     break
-            status, reply = ((413, {"error": f"body above {max_body_bytes} bytes"}) if len(body) > max_body_bytes
-                             else _respond(dispatch, body))
+            if len(body) > max_body_bytes:
+                status, reply = 413, {"error": f"body above {max_body_bytes} bytes"}
+            else:
+                payload = _payload(body)
+                if isinstance(payload, tuple):
+                    status, reply = payload
+                elif inline:
+                    status, reply = _reply(dispatch, payload)
+                else:
+                    status, reply = await asyncio.to_thread(_reply, dispatch, payload)
         data = json.dumps(reply, separators=(",", ":")).encode("utf-8")
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
         await send({"type": "http.response.body", "body": data})
     return app
+
+
+class SidecarServer:
+    """A sidecar bound to one plugin instance, listening on ``url`` (see the module docstring).
+
+    ``port=0`` picks a free port. :meth:`serve_forever` blocks; :func:`start` runs it on a
+    background thread; :meth:`close` stops it and releases the socket.
+    """
+
+    def __init__(self, plugin: object, host: str, port: int, *, settings: dict[str, Any] | None = None,
+                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._sock = socket.socket(family, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, port))
+        self._sock.listen(1024)             # connections queue from now on, before the loop runs
+        self.server_address = self._sock.getsockname()
+        config = uvicorn.Config(asgi_app(plugin, settings, max_body_bytes=max_body_bytes), lifespan="off",
+                                loop="auto", http="auto", access_log=False, log_level="warning",
+                                timeout_keep_alive=24 * 3600, server_header=False, date_header=False)
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}" if ":" not in str(host) else f"http://[{host}]:{port}"
+
+    def serve_forever(self) -> None:
+        """Serve until :meth:`close` (or, on the main thread, SIGINT/SIGTERM)."""
+        self._server.run(sockets=[self._sock])
+
+    def close(self) -> None:
+        """Stop serving and release the socket."""
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._sock.close()
+
+
+def start(plugin: object, *, settings: dict[str, Any] | None = None, host: str = "127.0.0.1",
+          port: int = 0) -> SidecarServer:
+    """Serve in a background thread (``port=0`` picks a free port); returns once it accepts."""
+    server = SidecarServer(plugin, host, port, settings=settings)
+    server._thread = threading.Thread(target=server.serve_forever, name="busbar-sidecar", daemon=True)
+    server._thread.start()
+    deadline = time.monotonic() + 10
+    while not server._server.started and server._thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return server
+
+
+def serve(plugin: object, *, settings: dict[str, Any] | None = None, host: str = "127.0.0.1",
+          port: int = 8787) -> None:
+    """Serve in the foreground until interrupted."""
+    server = SidecarServer(plugin, host, port, settings=settings)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server._sock.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,8 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     settings = json.loads(args.settings)
     if not isinstance(settings, dict):
         parser.error("--settings must be a JSON object")
-    print(f"busbar sidecar serving {args.target} on http://{args.host}:{args.port}", flush=True)
-    serve(obj, settings=settings, host=args.host, port=args.port)
+    server = SidecarServer(obj, args.host, args.port, settings=settings)
+    print(f"busbar sidecar serving {args.target} on {server.url}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server._sock.close()
     return 0
 
 

@@ -40,17 +40,23 @@ Source: seeds 003 "Webrequest", "The sidecar wire contract", "Management message
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import json
 import ssl
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import httpcore
 import httpx
-from busbar_sdk import HookPlugin, PayloadError, export_plugin
+from busbar_sdk import HookPlugin, PayloadError, PluginExport, hookimpl
 
+from busbar_webrequest_hook._aio import LoopSessions
+from busbar_webrequest_hook._aio import exchange as aexchange
+from busbar_webrequest_hook._errors import WebRequestError, check_head, short
 from busbar_webrequest_hook._metrics import Metrics
 from busbar_webrequest_hook._reply import ReplyError, parse_reply
 from busbar_webrequest_hook._settings import SETTINGS_SCHEMA, Settings, SettingsError, parse_settings
@@ -61,16 +67,6 @@ __all__ = ["SETTINGS_SCHEMA", "WebRequestError", "WebRequestHook", "plugin"]
 __version__ = "1.5.0"
 _USER_AGENT = f"busbar-webrequest-hook/{__version__}"
 _MAX_METRICS = 64
-
-
-class WebRequestError(Exception):
-    """A forwarded message failed; ``reason`` is the metric label (``ssrf``, ``connect``,
-    ``timeout``, ``status``, ``empty``, ``too_large``, ``too_deep``, ``invalid_json``,
-    ``not_object``, ``transport``, ``no_ack``). The message never carries URL userinfo."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        self.reason = reason
-        super().__init__(message)
 
 
 class _Conn:
@@ -96,9 +92,27 @@ class _Conn:
                    "accept-encoding": "identity", "user-agent": _USER_AGENT, **settings.headers}
         self.client = httpx.Client(transport=transport, trust_env=False, follow_redirects=False,
                                    timeout=httpx.Timeout(settings.timeout_s), headers=headers)
+        self.sessions = LoopSessions(settings, headers)     # the on-loop path (decide/transform)
 
     def close(self) -> None:
         self.client.close()
+        self.sessions.close()
+
+
+class _Outcome:
+    """One forwarded message in flight: when it started and its error label (``None`` = ok)."""
+
+    __slots__ = ("conn", "error", "started")
+
+    def __init__(self, conn: _Conn) -> None:
+        self.conn = conn
+        self.started = time.monotonic()
+        self.error: str | None = "transport"
+
+    def reply(self, data: bytes, discard: bool) -> dict[str, Any]:
+        out = {} if discard else parse_reply(data, max_depth=self.conn.settings.max_reply_depth)
+        self.error = None
+        return out
 
 
 class WebRequestHook(HookPlugin):
@@ -146,45 +160,56 @@ class WebRequestHook(HookPlugin):
 
     # ------------------------------------------------------------------------- transport
 
+    async def ahandle(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The async twin of :meth:`handle` (Busbar awaits it on its event loop for ``decide`` and
+        ``transform``): the same routing and errors, the HTTP exchange on aiohttp; management
+        messages take the sync path on a thread."""
+        if "configure" in payload or "describe" in payload or "status" in payload:
+            return await asyncio.to_thread(self.handle, payload)
+        op = payload.get("op")
+        if op in ("decide", "transform"):
+            return await self._apost(self._conn, payload, str(op))
+        if op == "notify":
+            await self._apost(self._conn, payload, "notify", discard=True)
+        return {}
+
     def _post(self, conn: _Conn, payload: dict[str, Any], op: str, *, discard: bool = False) -> dict[str, Any]:
-        try:
-            body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
-        except (TypeError, ValueError) as e:
-            raise PayloadError(f"{op} message is not JSON-serializable: {e}") from None
-        s = conn.settings
-        started = time.monotonic()
-        deadline = started + s.timeout_s
+        body = _encode(payload, op)
+        with self._measured(conn, op) as outcome:
+            data = self._exchange(conn, body, outcome.started + conn.settings.timeout_s, op)
+            return outcome.reply(data, discard)
+
+    async def _apost(self, conn: _Conn, payload: dict[str, Any], op: str, *, discard: bool = False) -> dict[str, Any]:
+        body = _encode(payload, op)
+        with self._measured(conn, op) as outcome:
+            data = await aexchange(conn.sessions, conn.settings, body, outcome.started + conn.settings.timeout_s, op,
+                                   conn.shown_url)
+            return outcome.reply(data, discard)
+
+    @contextlib.contextmanager
+    def _measured(self, conn: _Conn, op: str) -> Iterator[_Outcome]:
+        """One forwarded message's metrics bracket and error mapping (both transports)."""
+        outcome = _Outcome(conn)
         self._metrics.begin()
-        error: str | None = "transport"
         try:
-            data = self._exchange(conn, body, deadline, op)
-            reply = {} if discard else parse_reply(data, max_depth=s.max_reply_depth)
-            error = None
-            return reply
+            yield outcome
         except ReplyError as e:
-            error = e.reason
+            outcome.error = e.reason
             raise WebRequestError(e.reason, f"{op} to {conn.shown_url}: {e}") from None
         except WebRequestError as e:
-            error = e.reason
+            outcome.error = e.reason
+            raise
+        except asyncio.CancelledError:
+            outcome.error = "timeout"           # Busbar's deadline cut it
             raise
         finally:
-            self._metrics.end(op, (time.monotonic() - started) * 1000.0, error)
+            self._metrics.end(op, (time.monotonic() - outcome.started) * 1000.0, outcome.error)
 
     def _exchange(self, conn: _Conn, body: bytes, deadline: float, op: str) -> bytes:
         s, where = conn.settings, conn.shown_url
         try:
             with conn.client.stream("POST", s.url, content=body) as resp:
-                if not 200 <= resp.status_code < 300:
-                    raise WebRequestError("status", f"{op} to {where}: the sidecar answered HTTP {resp.status_code} "
-                                                    f"(an error, never an abstain: a reply rides a 200 body)")
-                encoding = resp.headers.get("content-encoding", "identity").strip().lower()
-                if encoding not in ("", "identity"):
-                    raise WebRequestError("invalid_json", f"{op} to {where}: the reply is {encoding}-encoded; "
-                                                          f"the forwarder asks for and accepts identity only")
-                declared = resp.headers.get("content-length")
-                if declared is not None and declared.strip().isdigit() and int(declared) > s.max_reply_bytes:
-                    raise WebRequestError("too_large", f"{op} to {where}: the reply is {int(declared)} bytes; the "
-                                                       f"limit is {s.max_reply_bytes} (settings.max_reply_bytes)")
+                check_head(resp.status_code, resp.headers, s, op, where)
                 buf = bytearray()
                 for chunk in resp.iter_raw():
                     buf += chunk
@@ -201,9 +226,9 @@ class WebRequestHook(HookPlugin):
             raise WebRequestError("timeout", f"{op} to {where}: no reply within {s.timeout_s * 1000:.0f} ms "
                                              f"(settings.timeout_ms)") from None
         except httpx.ConnectError as e:
-            raise WebRequestError("connect", f"{op} to {where}: cannot connect: {_short(e)}") from None
+            raise WebRequestError("connect", f"{op} to {where}: cannot connect: {short(e)}") from None
         except httpx.HTTPError as e:
-            raise WebRequestError("transport", f"{op} to {where}: {type(e).__name__}: {_short(e)}") from None
+            raise WebRequestError("transport", f"{op} to {where}: {type(e).__name__}: {short(e)}") from None
 
     # ------------------------------------------------------------------------- management
 
@@ -273,8 +298,11 @@ class WebRequestHook(HookPlugin):
                            "settings": self._conn.settings.redacted(), "metrics": own}}
 
 
-def _short(exc: BaseException) -> str:
-    return (str(exc) or type(exc).__name__).splitlines()[0][:200]
+def _encode(payload: dict[str, Any], op: str) -> bytes:
+    try:
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise PayloadError(f"{op} message is not JSON-serializable: {e}") from None
 
 
 def _brief(reply: dict[str, Any]) -> str:
@@ -282,4 +310,18 @@ def _brief(reply: dict[str, Any]) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-plugin = export_plugin(WebRequestHook)
+class _Export(PluginExport):
+    """``export_plugin(WebRequestHook)`` plus the async twin Busbar awaits on its event loop."""
+
+    @hookimpl
+    def busbar_call(self, handle: WebRequestHook, payload: dict[str, Any]) -> dict[str, Any]:
+        return handle.handle(payload)
+
+
+async def _acall(handle: WebRequestHook, payload: dict[str, Any]) -> dict[str, Any]:
+    return await handle.ahandle(payload)
+
+
+_Export.busbar_call.busbar_acall = _acall      # type: ignore[attr-defined]  # no thread, cancellable
+
+plugin = _Export(WebRequestHook)

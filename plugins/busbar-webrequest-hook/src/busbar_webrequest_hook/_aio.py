@@ -1,0 +1,135 @@
+"""The forwarder's on-loop transport: aiohttp on Busbar's event loop, SSRF-guarded at connect time.
+
+Busbar awaits ``decide``/``transform`` through the plugin's async twin (``busbar_call.busbar_acall``)
+on its own event loop: no worker thread, and the gate's deadline cancels the request in flight. This
+module holds that path's HTTP side; the sync path (``httpx``, for taps and management) is unchanged.
+
+* :class:`GuardedResolver`: aiohttp resolves every new connection's host through it: the name is
+  resolved (``_ssrf.RESOLVER``, off the loop), every address is checked
+  (``_ssrf.check_resolved``, the sync guard's own verdict) and only the checked literals are
+  returned, so the connection goes to an address that passed. An IP-literal URL is not resolved
+  (aiohttp connects to it as is); it passed the same check at open/configure.
+* :class:`LoopSessions`: one ``aiohttp.ClientSession`` per event loop per settings generation
+  (keep-alive pool of ``max_connections``, ``keepalive_s``, TLS per ``ca_file``; no environment
+  proxies, no redirects, no decompression).
+* :func:`exchange`: one POST, bounded like the sync path (status, encoding, ``Content-Length``
+  and streamed size caps, wall-clock ``timeout_ms``), mapped to the same ``WebRequestError``
+  reasons.
+
+Source: seeds 003 "Webrequest", "The wire, precisely"; handout C032, C035.
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import time
+from typing import TYPE_CHECKING
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from busbar_webrequest_hook import _ssrf
+from busbar_webrequest_hook._errors import WebRequestError, check_head, short
+from busbar_webrequest_hook._ssrf import HostSet, SsrfBlocked, canonical_host, check_resolved
+
+if TYPE_CHECKING:
+    from busbar_webrequest_hook._settings import Settings
+
+__all__ = ["GuardedResolver", "LoopSessions", "exchange"]
+
+
+class GuardedResolver(AbstractResolver):
+    """aiohttp resolver that returns only addresses the SSRF guard passed (raises ``SsrfBlocked``)."""
+
+    def __init__(self, allow: HostSet, purpose: str = "settings.url") -> None:
+        self._allow = allow
+        self._purpose = purpose
+
+    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[ResolveResult]:
+        try:
+            canon = canonical_host(host)
+        except ValueError as e:
+            raise SsrfBlocked(f"{self._purpose}: invalid host: {e}") from None
+        if isinstance(canon, str):
+            addresses = await asyncio.get_running_loop().run_in_executor(None, _ssrf.RESOLVER, canon, port)
+        else:
+            addresses = [canon]
+        checked = check_resolved(host, addresses, purpose=self._purpose, allow=self._allow)
+        if not checked:
+            raise OSError(f"{host} resolved to no addresses")
+        return [ResolveResult(hostname=host, host=str(ip), port=port,
+                              family=socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
+                              proto=0, flags=socket.AI_NUMERICHOST) for ip in checked]
+
+    async def close(self) -> None:
+        return None
+
+
+class LoopSessions:
+    """The aiohttp sessions of one settings generation, one per event loop (made on first use)."""
+
+    def __init__(self, settings: Settings, headers: dict[str, str]) -> None:
+        self._settings = settings
+        self._headers = headers
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self._ssl: ssl.SSLContext | bool = (ssl.create_default_context(cafile=settings.ca_file)
+                                            if settings.ca_file else True)
+
+    def get(self) -> aiohttp.ClientSession:
+        """This loop's session (call on the loop)."""
+        loop = asyncio.get_running_loop()
+        session = self._sessions.get(loop)
+        if session is None or session.closed:
+            s = self._settings
+            connector = aiohttp.TCPConnector(limit=s.max_connections, keepalive_timeout=s.keepalive_s,
+                                             resolver=GuardedResolver(s.allow), ssl=self._ssl)
+            session = aiohttp.ClientSession(connector=connector, headers=self._headers, trust_env=False,
+                                            auto_decompress=False, skip_auto_headers=("User-Agent",),
+                                            timeout=aiohttp.ClientTimeout(total=s.timeout_s))
+            self._sessions[loop] = session
+        return session
+
+    def close(self) -> None:
+        """Close every session on its own loop (from any thread; a closed loop took its sockets)."""
+        sessions, self._sessions = self._sessions, {}
+        for loop, session in sessions.items():
+            if session.closed:
+                continue
+            try:
+                loop.call_soon_threadsafe(lambda s=session: asyncio.ensure_future(s.close()))
+            except RuntimeError:        # the loop is gone: drop its transports without awaiting
+                drop = getattr(session.connector, "_close", None)
+                if drop is not None:
+                    drop()
+
+
+async def exchange(sessions: LoopSessions, settings: Settings, body: bytes, deadline: float, op: str,
+                   where: str) -> bytes:
+    """POST ``body`` to ``settings.url``; the reply's bytes. Raises ``WebRequestError`` (the status
+    and size rules: ``_errors.check_head``)."""
+    s = settings
+    try:
+        async with sessions.get().post(s.url, data=body, allow_redirects=False) as resp:
+            check_head(resp.status, resp.headers, s, op, where)
+            if resp.content_length is not None:     # declared and within max_reply_bytes: one read
+                return await resp.read()
+            buf = bytearray()
+            async for chunk in resp.content.iter_chunked(65536):
+                buf += chunk
+                if len(buf) > s.max_reply_bytes:
+                    raise WebRequestError("too_large", f"{op} to {where}: the reply exceeds {s.max_reply_bytes} "
+                                                       f"bytes (settings.max_reply_bytes)")
+                if time.monotonic() > deadline:
+                    raise WebRequestError("timeout", f"{op} to {where}: no complete reply within "
+                                                     f"{s.timeout_s * 1000:.0f} ms (settings.timeout_ms)")
+            return bytes(buf)
+    except SsrfBlocked as e:
+        raise WebRequestError("ssrf", e.reason) from None
+    except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+        raise WebRequestError("timeout", f"{op} to {where}: no reply within {s.timeout_s * 1000:.0f} ms "
+                                         f"(settings.timeout_ms)") from None
+    except aiohttp.ClientConnectorError as e:
+        raise WebRequestError("connect", f"{op} to {where}: cannot connect: {short(e)}") from None
+    except aiohttp.ClientError as e:
+        raise WebRequestError("transport", f"{op} to {where}: {type(e).__name__}: {short(e)}") from None
