@@ -15,9 +15,12 @@ same three members, measured interleaved in rounds so machine drift hits each eq
 * ``gate_thread``: the same plugin without the declaration (called on its worker thread: the
   thread hand-off is the difference);
 * ``sidecar``: the first-party ``busbar-webrequest-hook`` (built from ``plugins/``) forwarding to a
-  ``python -m busbar_sdk.sidecar`` process on loopback (keep-alive), ``timeout_ms: 200``;
-* ``sidecar floor`` (not a pool): that forwarder's ``busbar_call`` called straight from this thread,
-  no hook engine: what the HTTP round trip itself costs on this machine.
+  ``python -m busbar_sdk.sidecar`` process on loopback (keep-alive), ``timeout_ms: 200``; the
+  forwarder's async twin is awaited on the loop (aiohttp), the sidecar serves the same gate module
+  with ``busbar_inline`` declared (uvicorn calls it on its loop, no thread);
+* ``sidecar floor`` (not a pool): that forwarder's async twin (``PluginInstance.acall``) awaited
+  straight from this loop, no hook engine: what the HTTP round trip itself costs on this machine;
+  ``floor sync``: its sync ``busbar_call`` (httpx, the path taps and management messages take).
 
 Overhead = percentile(pool) - percentile(plain), same run. Targets: native p50 <= 10 us; gate
 p50 <= 25 us and p99 <= 100 us; sidecar p50 <= 400 us. Also reported: the decision alone
@@ -285,7 +288,12 @@ async def _measure(driver: _Driver, gw: Any, samples: int, rounds: int, counters
                "candidates": [{"idx": i, "model": m, "provider": "oa", "weight": 1, "available_concurrency": 2**31 - 1}
                               for i, m in enumerate("abc")], "context": {}}
     floor = out["sidecar floor"] = []
-    for _ in range(max(1000, samples // 4)):
+    for _ in range(max(1000, samples // 4)):          # what the gate awaits: the async twin, on this loop
+        t0 = clock()
+        await forwarder.instance.acall(payload)
+        floor.append(clock() - t0)
+    floor = out["floor sync"] = []
+    for _ in range(1000):                              # the sync path (taps, management): httpx
         t0 = clock()
         forwarder.instance.call(payload)
         floor.append(clock() - t0)
@@ -309,7 +317,7 @@ def run(samples: int, rounds: int) -> dict[str, Any]:
             (plugdir / f"{name}.tar.gz").write_bytes(data)
         side_dir = root / "sidecar"
         side_dir.mkdir()
-        (side_dir / "bench_sidecar.py").write_text(GATE)
+        (side_dir / "bench_sidecar.py").write_text(INLINE)
         port = _free_port()
         sidecar = subprocess.Popen([sys.executable, "-m", "busbar_sdk.sidecar", "bench_sidecar", "--port", str(port)],
                                    cwd=side_dir, env={**os.environ, "PYTHONPATH": str(side_dir)},
@@ -347,7 +355,7 @@ def run(samples: int, rounds: int) -> dict[str, Any]:
     decision = {p: _pct(v) for p, v in plans.items() if v}
     base = results["plain"]
     overhead = {p: {"p50_us": r["p50_us"] - base["p50_us"], "p99_us": r["p99_us"] - base["p99_us"]}
-                for p, r in results.items() if p not in ("plain", "sidecar floor")}
+                for p, r in results.items() if p not in ("plain", "sidecar floor", "floor sync")}
     calib = min(timeit.repeat("sum(range(1000))", number=2000, repeat=5)) / 2000 * 1e6
     return {"python": sys.version.split()[0], "platform": platform.platform(), "busbar": __version__,
             "loop": loop_name, "samples_per_pool": samples, "rounds": rounds, "results": results,
