@@ -13,7 +13,6 @@ Source: seeds 001 "limits" (request_body_max_bytes); ORIGINAL §2.3 (client disc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from busbar.proto.errors import PayloadTooLarge, ProtoError
 from busbar.proxy.relay import Reply
@@ -42,8 +41,9 @@ async def read_body(scope, receive, cap: int, frame_timeout_s: float | None = No
     while True:
         if frame_timeout_s:
             try:
-                msg = await asyncio.wait_for(receive(), frame_timeout_s)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(frame_timeout_s):    # no task per frame (wait_for makes one)
+                    msg = await receive()
+            except TimeoutError:
                 raise BodyReadTimeout(f"no request body data for {frame_timeout_s:g}s "
                                       f"(limits.request_body_read_timeout_secs)") from None
         else:
@@ -63,22 +63,34 @@ async def read_body(scope, receive, cap: int, frame_timeout_s: float | None = No
 
 
 async def run_cancellable(receive, coro):
-    """Await ``coro`` unless the client disconnects first (then cancel it and return ``None``)."""
-    work = asyncio.ensure_future(coro)
+    """Await ``coro`` in the calling task unless the client disconnects first; then the calling task
+    is cancelled where ``coro`` is waiting (its ``finally`` blocks run: permits, upstream responses
+    and streams are released) and ``None`` is returned. One watcher task per request; an outside
+    cancellation (server shutdown) still propagates."""
+    task = asyncio.current_task()
+    state = {"gone": False, "over": False}
+
+    def on_disconnect(w: asyncio.Future) -> None:
+        if w.cancelled() or w.exception() is not None or state["over"]:   # exception(): retrieved
+            return
+        state["gone"] = True
+        task.cancel()
+
     watch = asyncio.ensure_future(_wait_disconnect(receive))
+    watch.add_done_callback(on_disconnect)
     try:
-        done, _ = await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+        result = await coro
     except asyncio.CancelledError:
-        work.cancel()
-        watch.cancel()
+        if state["gone"] and task.uncancel() == 0:    # our own cancellation: the client went away
+            return None
         raise
-    if work in done:
+    finally:
+        state["over"] = True
         watch.cancel()
-        return work.result()
-    work.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await work
-    return None
+    if state["gone"]:              # coro absorbed our cancellation: drop the pending request
+        task.uncancel()
+        return None
+    return result
 
 
 async def _wait_disconnect(receive) -> None:
@@ -102,18 +114,7 @@ async def send_reply(send, receive, reply: Reply) -> None:
         return
     await send({"type": "http.response.start", "status": reply.status,
                 "headers": _raw_headers(reply.headers)})
-    pump = asyncio.ensure_future(_pump(send, reply.stream))
-    watch = asyncio.ensure_future(_wait_disconnect(receive))
-    try:
-        done, _ = await asyncio.wait((pump, watch), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not pump.done():
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pump
-        watch.cancel()
-    if pump in done:
-        pump.result()
+    await run_cancellable(receive, _pump(send, reply.stream))
 
 
 async def _pump(send, stream) -> None:
