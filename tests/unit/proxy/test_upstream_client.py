@@ -17,10 +17,10 @@ from busbar.security.ssrf import HostGuard, SsrfBlocked, SsrfPolicy
 from tests.support.rawhttp import HOSTS, Hosts, Upstream
 
 
-def client(*, max_idle: int = 1024, read_timeout_s: float = 5.0, hosts: Hosts | None = None,
+def client(*, max_idle: int = 1024, total_timeout_s: float = 5.0, hosts: Hosts | None = None,
            policy: SsrfPolicy | None = None) -> AiohttpUpstream:
     guard = HostGuard(policy or SsrfPolicy(), purpose="provider", allow_private=True)
-    return AiohttpUpstream(guard, read_timeout_s=read_timeout_s, max_idle_per_host=max_idle,
+    return AiohttpUpstream(guard, total_timeout_s=total_timeout_s, max_idle_per_host=max_idle,
                            idle_timeout_s=300, resolver=hosts or Hosts(HOSTS))
 
 
@@ -149,15 +149,42 @@ async def test_transport_failures_are_upstream_errors() -> None:
         await asyncio.sleep(0.3)
 
     async with Upstream(responder=hang) as up:
-        c2 = client(read_timeout_s=0.1)
+        c2 = client(total_timeout_s=0.1)
         r = await c2.send("POST", f"http://127.0.0.1:{up.port}/x", {}, b"{}")
-        with pytest.raises(UpstreamError, match="SocketTimeoutError: Timeout on reading data from socket"):
+        with pytest.raises(UpstreamError) as exc:
             await r.read()
+        assert str(exc.value) == ("upstream request exceeded its wall-clock timeout "
+                                  "(limits.upstream_request_timeout_secs)")
         await r.aclose()
         await c2.aclose()
     with pytest.raises(UpstreamError, match="cannot resolve nowhere.example"):
         await c.send("POST", "https://nowhere.example/x", {}, b"{}")
     await c.aclose()
+
+
+async def test_wall_clock_cap_ends_a_stream_that_never_stops() -> None:
+    """Seed 001 limits.upstream_request_timeout_secs: connect through the LAST byte, not per read."""
+    async def trickle(writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(100):
+            writer.write(b"9\r\ndata: x\n\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    async with Upstream(responder=trickle) as up:
+        c = client(total_timeout_s=0.4)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        r = await c.send("POST", f"http://127.0.0.1:{up.port}/s", {}, b"{}")
+        got = 0
+        with pytest.raises(UpstreamError, match="wall-clock timeout"):
+            async for _chunk in r.chunks():
+                got += 1
+        elapsed = loop.time() - t0
+        await r.aclose()
+        await c.aclose()
+    assert got >= 3
+    assert 0.35 < elapsed < 1.0
 
 
 async def test_ssrf_guard_refuses_metadata_by_name_and_by_literal() -> None:

@@ -144,6 +144,6 @@ def _guarded_upstream(loaded: LoadedConfig) -> AiohttpUpstream:
     policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
     allow = tuple(h for p in loaded.config.providers.values() for h in p.allow_metadata_hosts)
     guard = HostGuard(policy, purpose="provider", provider_allow=allow, allow_private=True)
-    return AiohttpUpstream(guard, read_timeout_s=limits.upstream_request_timeout_secs,
+    return AiohttpUpstream(guard, total_timeout_s=limits.upstream_request_timeout_secs,
                            max_idle_per_host=limits.pool_max_idle_per_host,
                            idle_timeout_s=limits.pool_idle_timeout_secs)

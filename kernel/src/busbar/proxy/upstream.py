@@ -17,8 +17,9 @@ failures as one exception type. :class:`Upstream` is that seam:
 
 :class:`AiohttpUpstream` is the production client (aiohttp's C-accelerated HTTP/1.1 client on the
 SSRF-guarded connector of :mod:`busbar.security.connector`): no redirects, no cookies, no proxies
-from the environment, no auto ``User-Agent``/``Accept-Encoding``, socket read timeout
-``limits.upstream_request_timeout_secs``, connect timeout 10 s. It replaced httpx on the request path
+from the environment, no auto ``User-Agent``/``Accept-Encoding``, a wall-clock cap of
+``limits.upstream_request_timeout_secs`` per request (connect through the last body byte, as seed 001
+says), connect timeout 10 s. It replaced httpx on the request path
 because httpx + httpcore + h11 + anyio were 50–75 % of the gateway's CPU per request, with a pool
 whose bookkeeping grows with the number of connections (bench/PROFILE.md, issue 2).
 :class:`HttpxUpstream` adapts an ``httpx.AsyncClient``; ``Gateway.build(transport=...)`` uses it so
@@ -42,6 +43,7 @@ from busbar.security.resolve import HostGuard
 
 CONNECT_TIMEOUT_S = 10.0
 USER_AGENT = f"busbar/{__version__}"
+TOTAL_TIMEOUT_TEXT = "upstream request exceeded its wall-clock timeout (limits.upstream_request_timeout_secs)"
 
 
 class UpstreamError(Exception):
@@ -117,8 +119,8 @@ class _AiohttpChunks:
             data = await self._content.readany()
         except aiohttp.ClientError as e:
             raise UpstreamError(f"{type(e).__name__}: {e}") from None
-        except asyncio.TimeoutError:            # aiohttp's socket read timeout (not a cancellation)
-            raise UpstreamError("upstream read timed out") from None
+        except asyncio.TimeoutError:            # aiohttp's wall-clock cap (not a cancellation)
+            raise UpstreamError(TOTAL_TIMEOUT_TEXT) from None
         if not data:
             raise StopAsyncIteration
         return data
@@ -138,7 +140,7 @@ class _AiohttpResponse:
         except aiohttp.ClientError as e:
             raise UpstreamError(f"{type(e).__name__}: {e}") from None
         except asyncio.TimeoutError:
-            raise UpstreamError("upstream read timed out") from None
+            raise UpstreamError(TOTAL_TIMEOUT_TEXT) from None
 
     def chunks(self) -> _AiohttpChunks:
         return _AiohttpChunks(self._r.content)
@@ -157,20 +159,22 @@ class AiohttpUpstream:
     Args:
         guard: the SSRF :class:`HostGuard` of purpose ``provider`` (URL verdict per request, address
             verdict per new connection).
-        read_timeout_s: ``limits.upstream_request_timeout_secs`` (longest silence while reading).
+        total_timeout_s: ``limits.upstream_request_timeout_secs``: the wall-clock cap on one upstream
+            request, connect through the last body byte (seed 001 "limits"); a stream still running
+            at the cap ends with ``UpstreamError`` (relayed as the ingress dialect's in-band error).
         max_idle_per_host, idle_timeout_s: ``limits.pool_max_idle_per_host`` / ``pool_idle_timeout_secs``.
         resolver: DNS seam for tests (default: the system resolver).
     The aiohttp session is created on first use, inside the serving event loop.
     """
 
-    def __init__(self, guard: HostGuard, *, read_timeout_s: float, max_idle_per_host: int,
+    def __init__(self, guard: HostGuard, *, total_timeout_s: float, max_idle_per_host: int,
                  idle_timeout_s: float, resolver=None):
         self.guard = guard
-        self._read_timeout_s = read_timeout_s
+        self._total_timeout_s = total_timeout_s
         self._pool = (max_idle_per_host, idle_timeout_s, resolver)
         self._session: aiohttp.ClientSession | None = None
         self._urls: dict[str, URL] = {}
-        self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     def _open(self) -> aiohttp.ClientSession:
         from busbar.security.connector import guarded_connector
@@ -179,16 +183,15 @@ class AiohttpUpstream:
         connector = guarded_connector(self.guard, max_idle_per_host=max_idle, idle_timeout_s=idle_s,
                                       resolver=resolver)
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout(None), cookie_jar=aiohttp.DummyCookieJar(),
+            connector=connector, timeout=self._timeout(self._total_timeout_s), cookie_jar=aiohttp.DummyCookieJar(),
             auto_decompress=True, trust_env=False, headers={"user-agent": USER_AGENT},
             skip_auto_headers=("User-Agent", "Accept-Encoding"), raise_for_status=False)
         return self._session
 
-    def _timeout(self, total_s: float | None) -> aiohttp.ClientTimeout:
+    def _timeout(self, total_s: float) -> aiohttp.ClientTimeout:
         t = self._timeouts.get(total_s)
         if t is None:
-            t = self._timeouts[total_s] = aiohttp.ClientTimeout(
-                total=total_s, connect=CONNECT_TIMEOUT_S, sock_read=self._read_timeout_s)
+            t = self._timeouts[total_s] = aiohttp.ClientTimeout(total=total_s, connect=CONNECT_TIMEOUT_S)
         return t
 
     def _url(self, url: str) -> URL:
@@ -216,7 +219,7 @@ class AiohttpUpstream:
         except aiohttp.ClientError as e:
             raise UpstreamError(_describe(e)) from None
         except asyncio.TimeoutError:            # connect / total timeout of aiohttp's own
-            raise UpstreamError("upstream timed out") from None
+            raise UpstreamError(TOTAL_TIMEOUT_TEXT) from None
         return _AiohttpResponse(r)
 
     async def aclose(self) -> None:
