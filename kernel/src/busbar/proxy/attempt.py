@@ -168,6 +168,9 @@ async def _read_first(resp: UpstreamResponse, provider) -> AttemptSuccess | Atte
         log.warning("undecodable stream from %s: %r", provider.name, e)
         return AttemptFailure("server_error", 0, UpstreamErrorInfo(None, "malformed upstream stream"), None,
                               reason="server_error")
+    except BaseException:   # cancelled (client gone, C026): the chunk wait is cancel-safe, so close here
+        await resp.aclose()
+        raise
     if events and isinstance(events[0], StreamError):
         await resp.aclose()
         err = events[0]
