@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import httpx
 import pytest
 
 from tests.support.gateway import BusbarProcess
@@ -80,3 +81,70 @@ async def test_client_gone_before_the_first_event_closes_the_upstream_connection
             assert b"x-busbar-route-target: m1\r\n" in head
         finally:
             gw.stop()
+
+
+def _with_headers(extra: list[tuple[str, str]]) -> bytes:
+    head = "".join(f"{k}: {v}\r\n" for k, v in extra)
+    return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n" + head.encode() +
+            b"content-length: %d\r\n\r\n%s" % (len(OK_JSON), OK_JSON))
+
+
+@pytest.mark.parametrize("extra", [
+    [("content-security-policy", "default-src " + "https://cdn.example " * 500)],   # one 10 KB header
+    [(f"x-edge-{i}", "v" * 40) for i in range(200)],                               # 200 headers, 10 KB
+], ids=["one-10k-header", "200-headers"])
+async def test_a_large_but_valid_response_head_is_served(tmp_path, extra):
+    """A 2xx whose head is large but within what the httpx client accepted (16 KiB) is relayed,
+    not failed over: aiohttp's defaults (8190-byte header line, 128 headers) are raised."""
+    async with Upstream(response=_with_headers(extra)) as up:
+        gw = BusbarProcess(CONFIG.replace("UPPORT", str(up.port)), tmp_path, env={"T_KEY": "k"}).start()
+        try:
+            async with httpx.AsyncClient(base_url=gw.url, timeout=10) as c:
+                r = await c.post("/v1/chat/completions",
+                                 json={"model": "p", "messages": [{"role": "user", "content": "hi"}]})
+        finally:
+            gw.stop()
+    assert r.status_code == 200, r.text
+    assert r.headers["x-busbar-route-target"] == "m1"
+    assert r.json()["choices"][0]["message"]["content"] == "fine"
+    assert up.requests == 1
+
+
+TWO = """
+listen: "127.0.0.1:{port}"
+providers:
+  bad: { protocol: openai, base_url: "http://127.0.0.1:BADPORT/v1", api_key: { env: T_KEY } }
+  good: { protocol: openai, base_url: "http://127.0.0.1:GOODPORT/v1", api_key: { env: T_KEY } }
+models:
+  m-bad: { provider: bad }
+  m-good: { provider: good }
+pools:
+  p: { members: [ { model: m-bad, weight: 1000 }, { model: m-good, weight: 1 } ],
+       breaker: { trip: { mode: consecutive, consecutive_n: 100 } } }
+  only-bad: { members: [ { model: m-bad } ], breaker: { trip: { mode: consecutive, consecutive_n: 100 } } }
+"""
+
+
+@pytest.mark.parametrize("response, reason", [
+    (b"GARBAGE NONSENSE\r\n\r\n", "ClientResponseError: Bad status line"),
+    (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\nZZZ\r\n",
+     "ClientResponseError: Invalid character in chunk size"),
+], ids=["status-line", "chunk-size"])
+async def test_a_malformed_response_fails_over_and_the_reason_is_one_clean_line(tmp_path, response, reason):
+    """Before the first byte a malformed upstream answer fails over (seed 001); when it is the last
+    failure the 503 names it in one line: no fake '400' status, no upstream URL, no newlines."""
+    async with Upstream(response=response) as bad, Upstream(response=OK) as good:
+        text = TWO.replace("BADPORT", str(bad.port)).replace("GOODPORT", str(good.port))
+        gw = BusbarProcess(text, tmp_path, env={"T_KEY": "k"}).start()
+        try:
+            async with httpx.AsyncClient(base_url=gw.url, timeout=10) as c:
+                served = await c.post("/v1/chat/completions",
+                                      json={"model": "p", "messages": [{"role": "user", "content": "hi"}]})
+                failed = await c.post("/v1/chat/completions",
+                                      json={"model": "only-bad", "messages": [{"role": "user", "content": "hi"}]})
+        finally:
+            gw.stop()
+    assert (served.status_code, served.headers["x-busbar-route-target"]) == (200, "m-good")
+    assert failed.status_code == 503
+    assert failed.json() == {"error": {"message": f"all upstream attempts failed; last: {reason}",
+                                       "type": "server_error", "param": None, "code": None}}

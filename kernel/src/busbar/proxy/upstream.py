@@ -43,6 +43,12 @@ from busbar.security.resolve import HostGuard
 
 CONNECT_TIMEOUT_S = 10.0
 USER_AGENT = f"busbar/{__version__}"
+#: Response-head limits: a header line up to 16 KiB and up to 256 headers, so the large heads the
+#: httpx client accepted (h11 capped the whole head at 16 KiB) are still accepted; aiohttp's defaults
+#: (8190 bytes, 128 headers) refused valid answers with one large header (CSP, cookies) or many CDN
+#: headers, and the attempt failed over.
+MAX_HEADER_LINE = 16384
+MAX_HEADERS = 256
 TOTAL_TIMEOUT_TEXT = "upstream request exceeded its wall-clock timeout (limits.upstream_request_timeout_secs)"
 
 
@@ -95,7 +101,12 @@ def form_request(data: Mapping[str, str], basic: tuple[str, str] | None = None) 
 
 def _describe(e: aiohttp.ClientError) -> str:
     """One line for an aiohttp failure; connector errors carry the OS-level reason (aiohttp's own
-    message drops a resolver's text)."""
+    message drops a resolver's text). A malformed response (``ClientResponseError``) is named by the
+    first line of the parser's message only: its ``str`` carries a made-up status 400, the upstream
+    URL (path and query: not the client's business) and a multi-line caret diagram."""
+    if isinstance(e, aiohttp.ClientResponseError):
+        first = str(e.message).split("\n", 1)[0].strip().rstrip(":")
+        return f"{type(e).__name__}: {first}"
     text = f"{type(e).__name__}: {e}"
     cause = getattr(e, "os_error", None)
     if cause is not None and str(cause) and str(cause) not in text:
@@ -118,7 +129,7 @@ class _AiohttpChunks:
         try:
             data = await self._content.readany()
         except aiohttp.ClientError as e:
-            raise UpstreamError(f"{type(e).__name__}: {e}") from None
+            raise UpstreamError(_describe(e)) from None
         except asyncio.TimeoutError:            # aiohttp's wall-clock cap (not a cancellation)
             raise UpstreamError(TOTAL_TIMEOUT_TEXT) from None
         if not data:
@@ -138,7 +149,7 @@ class _AiohttpResponse:
         try:
             return await self._r.read()
         except aiohttp.ClientError as e:
-            raise UpstreamError(f"{type(e).__name__}: {e}") from None
+            raise UpstreamError(_describe(e)) from None
         except asyncio.TimeoutError:
             raise UpstreamError(TOTAL_TIMEOUT_TEXT) from None
 
@@ -185,7 +196,8 @@ class AiohttpUpstream:
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=self._timeout(self._total_timeout_s), cookie_jar=aiohttp.DummyCookieJar(),
             auto_decompress=True, trust_env=False, headers={"user-agent": USER_AGENT},
-            skip_auto_headers=("User-Agent", "Accept-Encoding"), raise_for_status=False)
+            skip_auto_headers=("User-Agent", "Accept-Encoding"), raise_for_status=False,
+            max_line_size=MAX_HEADER_LINE, max_field_size=MAX_HEADER_LINE, max_headers=MAX_HEADERS)
         return self._session
 
     def _timeout(self, total_s: float) -> aiohttp.ClientTimeout:
