@@ -148,3 +148,47 @@ async def test_a_malformed_response_fails_over_and_the_reason_is_one_clean_line(
     assert failed.status_code == 503
     assert failed.json() == {"error": {"message": f"all upstream attempts failed; last: {reason}",
                                        "type": "server_error", "param": None, "code": None}}
+
+
+async def test_a_token_endpoint_refused_by_the_ssrf_guard_fails_over(tmp_path):
+    """Case C032: a jwt-bearer service-account file whose token_uri is a metadata address (the file
+    is a secret, so config load never sees the URL) is refused by the guard at request time; the
+    attempt is an auth failure and the walk fails over, never a 500."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    sa = tmp_path / "sa.json"
+    sa.write_text(json.dumps({"type": "service_account", "client_email": "svc@p.iam.gserviceaccount.com",
+                              "private_key": pem, "token_uri": "http://169.254.169.254/token"}))
+    config = f"""
+listen: "127.0.0.1:{{port}}"
+providers:
+  sa: {{ protocol: openai, base_url: "http://127.0.0.1:GOODPORT/v1", auth: jwt-bearer, api_key: {{ file: {sa} }} }}
+  good: {{ protocol: openai, base_url: "http://127.0.0.1:GOODPORT/v1", api_key: {{ env: T_KEY }} }}
+models:
+  m-sa: {{ provider: sa }}
+  m-sa2: {{ provider: sa }}
+  m-good: {{ provider: good }}
+pools:
+  p: {{ members: [ {{ model: m-sa2, weight: 1000 }}, {{ model: m-good, weight: 1 }} ] }}
+  only-sa: {{ members: [ {{ model: m-sa }} ] }}
+"""
+    async with Upstream(response=OK) as good:
+        gw = BusbarProcess(config.replace("GOODPORT", str(good.port)), tmp_path, env={"T_KEY": "k"}).start()
+        try:
+            async with httpx.AsyncClient(base_url=gw.url, timeout=10) as c:
+                served = await c.post("/v1/chat/completions",
+                                      json={"model": "p", "messages": [{"role": "user", "content": "hi"}]})
+                failed = await c.post("/v1/chat/completions",
+                                      json={"model": "only-sa", "messages": [{"role": "user", "content": "hi"}]})
+        finally:
+            gw.stop()
+    assert (served.status_code, served.headers["x-busbar-route-target"]) == (200, "m-good")
+    assert failed.status_code == 503
+    assert failed.json()["error"]["message"] == ("all upstream attempts failed; last: upstream auth failure "
+                                                 "at lane 'm-sa'")
+    assert good.requests == 1
+    assert "provider sa: token endpoint refused by the SSRF guard: provider: 169.254.169.254 is a " \
+           "cloud-metadata endpoint" in gw.logs()

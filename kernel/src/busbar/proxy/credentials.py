@@ -28,6 +28,7 @@ import time
 import jwt
 
 from busbar.proxy.upstream import UpstreamError, fetch, form_request
+from busbar.security.policy import SsrfBlocked
 
 GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 REFRESH_MARGIN_S = 60.0
@@ -114,7 +115,10 @@ class Credentials:
             status, _headers, raw = await fetch(self.upstream, "POST", url, headers, form, TOKEN_TIMEOUT_S)
         except (UpstreamError, TimeoutError) as e:
             raise CredentialError(f"provider {provider.name}: token endpoint unreachable: "
-                                  f"{e or 'timed out'}") from None
+                                  f"{str(e) or 'timed out'}") from None
+        except SsrfBlocked as e:    # e.g. a service-account file's token_uri (never seen at config load)
+            raise CredentialError(f"provider {provider.name}: token endpoint refused by the SSRF guard: "
+                                  f"{e.reason}") from None
         if status != 200:
             raise CredentialError(f"provider {provider.name}: token endpoint answered HTTP {status}")
         try:

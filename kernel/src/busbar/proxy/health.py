@@ -53,7 +53,7 @@ async def probe_once(gw, lane: Lane, timeout_s: float) -> str:
         status, resp_headers, content = await fetch(gw.upstream, "POST", url, headers, body, timeout_s)
     except (UpstreamError, TimeoutError, OSError, CredentialError, ValueError) as e:
         cls, status, info, ra = "network", 0, None, None
-        log.info("health probe of %s failed: %s", lane.name, e or type(e).__name__)
+        log.info("health probe of %s failed: %s", lane.name, str(e) or type(e).__name__)
     else:
         if status < 300:
             lane.hard_down_until = 0.0
