@@ -192,3 +192,40 @@ pools:
     assert good.requests == 1
     assert "provider sa: token endpoint refused by the SSRF guard: provider: 169.254.169.254 is a " \
            "cloud-metadata endpoint" in gw.logs()
+
+
+VERTEX = """
+listen: "127.0.0.1:{port}"
+providers:
+  vtx: { protocol: anthropic, base_url: "http://127.0.0.1:UPPORT",
+         path_base: /v1/projects/p/locations/l/publishers/anthropic/models, api_key: { env: T_KEY } }
+models:
+  claude: { provider: vtx, upstream_model: claude-3-5-sonnet-v2@20241022 }
+"""
+
+
+@pytest.mark.parametrize("path, model_on_wire", [
+    ("/vtx/claude-3-5-sonnet-v2@20241022/v1/messages", "claude-3-5-sonnet-v2@20241022"),
+    ("/vtx/claude%20x/v1/messages", "claude%20x"),
+    ("/vtx/claude-x%3AcountTokens%3Fa%3Db%23/v1/messages", "claude-x%3AcountTokens%3Fa%3Db%23"),
+    ("/vtx/x/../../../google/models/gemini-pro/v1/messages", "x%2F..%2F..%2F..%2Fgoogle%2Fmodels%2Fgemini-pro"),
+], ids=["vertex-id", "space", "verb-query-fragment", "dot-segments"])
+async def test_the_ad_hoc_model_stays_one_segment_under_path_base(tmp_path, path, model_on_wire):
+    """Claude-on-Vertex: the ad-hoc route's model is the client's text; it is percent-encoded as one
+    path segment before ':rawPredict' (as Gemini and Bedrock encode theirs), so the request line is
+    valid HTTP and no client can leave path_base, drop the verb or add a query on the operator's
+    credential. The aiohttp client sends the URL as built (yarl encoded=True)."""
+    async with Upstream(response=OK) as up:
+        gw = BusbarProcess(VERTEX.replace("UPPORT", str(up.port)), tmp_path, env={"T_KEY": "k"}).start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+            raw = b'{"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}'
+            writer.write(b"POST %s HTTP/1.1\r\nhost: busbar\r\ncontent-type: application/json\r\n"
+                         b"content-length: %d\r\n\r\n%s" % (path.encode(), len(raw), raw))
+            await writer.drain()
+            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            writer.close()
+        finally:
+            gw.stop()
+    assert up.heads[-1].split(b"\r\n", 1)[0].decode() == (
+        f"POST /v1/projects/p/locations/l/publishers/anthropic/models/{model_on_wire}:rawPredict HTTP/1.1")

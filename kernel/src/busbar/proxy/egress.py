@@ -11,7 +11,8 @@
 - URL: dialects that know their own layout (model in the URL, SigV4) implement
   ``egress_request``; for openai and anthropic it is ``base_url`` + ``path`` or the standard
   path. Anthropic with ``path_base`` is Claude-on-Vertex: ``{base}{path_base}/{model}:rawPredict``
-  (``:streamRawPredict`` when streaming) with ``anthropic_version: vertex-2023-10-16`` in the body
+  (the model percent-encoded as one path segment, ``@`` kept; ``:streamRawPredict`` when
+  streaming) with ``anthropic_version: vertex-2023-10-16`` in the body
   in place of ``model``.
 
 The client is ``gw.upstream`` (``busbar.proxy.upstream``): one pooled keep-alive client per
@@ -22,6 +23,8 @@ applied at request and connect time. ``make_client`` builds the ``httpx`` client
 Source: seeds 001 "providers.yaml", "providers", "limits"; ORIGINAL §2.2 (egress auth), §2.6.
 """
 from __future__ import annotations
+
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -78,7 +81,9 @@ def upstream_url(provider: Provider, upstream_model: str, stream: bool) -> str:
         return provider.base_url + provider.path
     if provider.protocol == "anthropic" and provider.path_base:
         verb = "streamRawPredict" if stream else "rawPredict"
-        return f"{provider.base_url}{provider.path_base}/{upstream_model}:{verb}"
+        # one path segment whatever the text (the ad-hoc route's model is the client's): never a way
+        # out of path_base, around the verb or into the query; '@' (Vertex model versions) kept
+        return f"{provider.base_url}{provider.path_base}/{quote(upstream_model, safe='@')}:{verb}"
     return provider.base_url + _DEFAULT_PATHS[provider.protocol]
 
 
