@@ -32,7 +32,7 @@ from typing import Any
 from busbar.hooks.fire import Result, fire, fire_awaited, fire_inline
 from busbar.hooks.plan import ROUTE_POLICY, Plan
 from busbar.hooks.projection import candidate_views
-from busbar.hooks.reconcile import Verdict, reconcile
+from busbar.hooks.reconcile import Decision, Verdict, reconcile
 from busbar.hooks.reply import Arms, Reject, Rewrite
 from busbar.hooks.run import HookRun
 from busbar.hooks.specs import GateSpec, TapSpec
@@ -71,6 +71,7 @@ class PoolChain:
         self.taps = tuple(sorted(taps, key=lambda t: t.rank))
         self.tap_at = {at: tuple(t for t in self.taps if t.at == at)
                        for at in ("request", "route", "attempt", "completion")}
+        self.run_taps = self.tap_at["attempt"] + self.tap_at["completion"]     # a HookRun's own stages
         self.costs = costs
         self.tags_of = tags_of
         self.all_idx = all_idx
@@ -83,6 +84,7 @@ class PoolChain:
         self.ordering = self.strategy is not None or bool(self.transforms or self.gates)
         self.native_only = not (self.transforms or self.gates or self.taps)
         self.solo = self.gates[0] if len(self.gates) == 1 else None
+        self.all_known = frozenset(all_idx)      # the candidates' idx set when every member is healthy
 
     # ------------------------------------------------------------------ entry points
 
@@ -125,7 +127,7 @@ class PoolChain:
         if run is None:
             run = call.hooks = HookRun(call)
             run.pool = self.name or call.called
-            run.taps = self.tap_at["attempt"] + self.tap_at["completion"]
+            run.taps = self.run_taps
         extra: list[tuple[tuple[int, int, int], Verdict]] = []
         try:
             cands = candidate_views(members, self.costs, self.statics)
@@ -138,12 +140,18 @@ class PoolChain:
                 if self.tap_at["request"]:
                     run.tap(self.tap_at["request"], "request")
             solo = self.solo
-            if solo is not None and (solo.facade.inline or solo.facade.on_loop):    # one gate: call it here
-                known = frozenset([c["idx"] for c in cands])
-                msg = run.message("decide", run.pool, cands, prompt=solo.prompt, user=solo.user, owned=True)
-                res = fire_inline(solo, msg, known) if solo.facade.inline else await fire_awaited(solo, msg, known)
+            facade = solo.facade if solo is not None else None
+            if facade is not None and (facade.inline or facade.on_loop):    # one gate: call it here
+                known = (self.all_known if len(cands) == len(self.all_idx)
+                         else frozenset([c["idx"] for c in cands]))
+                msg = run.message("decide", run.pool, cands, prompt=facade.prompt, user=facade.user, owned=True)
+                res = fire_inline(solo, msg, known) if facade.inline else await fire_awaited(solo, msg, known)
                 if res.failure is None:
                     answer, who = res.arm, solo
+                    arm = res.arm
+                    if type(arm) is Arms and arm.restrict is None and arm.order and not extra:
+                        # one gate's order, nothing to intersect: what reconcile decides, without it
+                        return self._planned(gw, run, members, Decision(policy=solo.name, order=arm.order))
                 elif solo.on_error.kind == "hook":      # the gate may have mutated cands: new ones
                     fresh_cands = candidate_views(members, self.costs, self.statics)
                     answer, who = await self._settle(solo, res, run, fresh_cands, known, members)
@@ -162,9 +170,14 @@ class PoolChain:
         decision = reconcile([v for _, v in verdicts], self.tags_of, base)
         if decision.reject is not None:
             return self._reject(gw, call, run, decision.reject, decision.policy or "", decision.failure)
+        return self._planned(gw, run, members, decision)
+
+    def _planned(self, gw: Any, run: HookRun, members: list[Any], decision: Decision) -> Plan:
+        """A reconciled decision that routes (no reject) -> its :class:`Plan`; counts the selection
+        and offers the ``route`` stage to taps."""
         allowed = decision.allowed
         excluded = frozenset() if allowed is None else frozenset(i for i in self.all_idx if i not in allowed)
-        if decision.order is not None and decision.policy is not None:
+        if decision.order is not None and decision.policy is not None and gw.metrics.enabled:
             gw.metrics.policy_selection(decision.policy, self.name)
         if self.tap_at["route"]:
             run.tap(self.tap_at["route"], "route",

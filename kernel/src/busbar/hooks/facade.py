@@ -125,10 +125,7 @@ class HookFacade:
         acall = self._acall
         assert acall is not None
         self.calls += 1
-
-        async def run_async() -> Abstain | Reject | Arms:
-            return read_decide(await acall(payload), known_idx, self.prompt)
-        return await Job.awaited(run_async, timeout_s)
+        return await Job.awaited(acall(payload), timeout_s, read_decide, known_idx, self.prompt)
 
     def _decide_now(self, payload: dict[str, Any], known_idx: frozenset[int]) -> Abstain | Reject | Arms:
         return read_decide(self._call(payload), known_idx, self.prompt)

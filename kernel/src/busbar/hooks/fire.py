@@ -99,13 +99,13 @@ async def fire(calls: Sequence[tuple[Any, Callable[[], Job | None]]]) -> list[Re
 def fire_inline(gate: Any, payload: dict[str, Any], known_idx: frozenset[int]) -> Result:
     """``decide`` on one inline gate now, judged (``fire([(gate, submit)])[0]`` without the
     waiting: the caller checked ``gate.facade.inline``, so the plugin runs on this thread)."""
-    t0 = time.monotonic()
     job = gate.facade.decide(payload, known_idx)
     if job is None:
         return Result(failure="saturated", detail="every worker is busy and the queue is full")
     if not job.finished:            # not inline after all: never wait on the loop, never read it late
         job.abandon()
         return Result(failure="error", detail="an inline call was queued on a worker")
+    t0 = job.t_start                # ran right here: its start is the decision's start
     return _judge(gate, job, t0 + gate.timeout_s, t0)
 
 

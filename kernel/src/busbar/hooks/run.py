@@ -116,7 +116,8 @@ class HookRun:
                 log.exception("tap '%s': could not build the %s observation", t.name, at)
 
     def attempt(self, model: str, remaining: int, previous_failure: str | None) -> None:
-        """Stage ``attempt``: one dispatch (``attempt_number`` counts from 1)."""
+        """Stage ``attempt``: one dispatch (``attempt_number`` counts from 1). The walk calls it only
+        when :attr:`taps` is non-empty (nothing else reads the count, and ``taps`` never changes)."""
         self.attempts += 1
         if self.taps:
             self.tap(self.taps, "attempt", model=model, attempt_number=self.attempts,
@@ -125,6 +126,10 @@ class HookRun:
 
     def finish(self, reply: Any) -> None:
         """The request's reply is known: fire ``completion`` now, or at the end of its stream."""
+        if not self.taps:                       # nothing observes completion: just break call <-> run
+            self.completed = True
+            self.call = None
+            return
         if reply.stream is not None and not self.rejected:
             return                              # stream_done() fires it
         outcome = "rejected_by_gate" if self.rejected else ("ok" if reply.status < 400 else "failed")

@@ -16,7 +16,7 @@ hooks: ordering and gates" (module-ref typed fields).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["GateSpec", "OnError", "TapSpec"]
@@ -44,7 +44,7 @@ class GateSpec:
         name: the hook's name in headers, metrics and messages (its ``module``).
         path: its config key path (``pools.smart.hooks[1]``).
         facade: the :class:`busbar.hooks.facade.HookFacade` it calls.
-        timeout_ms: the decision deadline; ``timeout_s`` the same in seconds.
+        timeout_ms: the decision deadline; ``timeout_s`` the same in seconds (derived, not passed).
         on_error, on_empty: failure and empty-restriction policies.
         transform: True when its effective prompt grant is ``rw``: it answers the ``transform``
             pass (reject > rewrite > abstain) instead of ``decide``.
@@ -61,10 +61,10 @@ class GateSpec:
     transform: bool
     rank: tuple[int, int, int]
     is_global: bool
+    timeout_s: float = field(init=False, compare=False)
 
-    @property
-    def timeout_s(self) -> float:
-        return self.timeout_ms / 1000.0
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "timeout_s", self.timeout_ms / 1000.0)     # read on every decision
 
     @property
     def prompt(self) -> str:

@@ -86,18 +86,22 @@ class Job:
         return job
 
     @classmethod
-    async def awaited(cls, make: Callable[[], Awaitable[Any]], timeout_s: float) -> Job:
-        """Await ``make()`` right here, cancelled at ``timeout_s``: the job, finished unless the
-        deadline cut it. A cancellation from outside (the client left) propagates."""
+    async def awaited(cls, coro: Awaitable[Any], timeout_s: float, then: Callable[..., Any] | None = None,
+                      *args: Any) -> Job:
+        """Await ``coro`` right here, cancelled at ``timeout_s``, and pass its value through
+        ``then(value, *args)`` when given (a reply normalizer: what it raises is the job's error): the
+        job, finished unless the deadline cut it. A cancellation from outside (the client left)
+        propagates."""
         job = cls.__new__(cls)
-        job.fn, job.lock, job.result, job.error = make, None, None, None
+        job.fn, job.lock, job.result, job.error = coro, None, None, None
         job.abandoned, job.waiter, job.loop, job.task, job.finished = False, None, None, None, False
         job.t_start = time.monotonic()
         job.t_done = 0.0
         deadline = asyncio.timeout(timeout_s)
         try:
             async with deadline:
-                job.result = await make()
+                value = await coro
+                job.result = value if then is None else then(value, *args)
         except TimeoutError as e:
             if deadline.expired():
                 job.abandoned = True

@@ -17,7 +17,8 @@ Hooks (``busbar.hooks``): a pool with a chain (a non-weighted strategy, gates or
 ``Plan`` before the walk: a gate's reject is answered at once; a restriction joins the exclusion
 set for every hop (and ``least_bad``); an order replaces SWRR by a ranked walk (omitted members
 last, by SWRR). Replies carry ``x-busbar-route-policy``. ``global_hooks`` screen direct routes.
-A pool without hooks pays one attribute read and one dict lookup.
+A pool without hooks pays one attribute read and one dict lookup; a request whose hooks include no
+tap skips the per-attempt tap bookkeeping (``HookRun.attempt``).
 
 Source: seeds 001 "failover", "on_exhausted", "breaker", "Context-length failover", "affinity".
 """
@@ -67,8 +68,9 @@ async def _direct(gw, call: Call, lane: Lane) -> Reply:
             cell.release_probe()
         wait = max(1.0, max(cell.cooldown_until, lane.hard_down_until) - now)
         return _exhausted_reply(call, wait)
-    if call.hooks is not None:
-        call.hooks.attempt(lane.name, 0, None)
+    run = call.hooks
+    if run is not None and run.taps:    # attempt bookkeeping only for a request with taps
+        run.attempt(lane.name, 0, None)
     res = await _run(gw, call, lane, lane, cell, gw.limits.upstream_request_timeout_secs, "")
     if isinstance(res, AttemptFailure):
         return _final_failure(call, res, lane, 1.0)
@@ -119,10 +121,10 @@ async def _walk(gw, call: Call, pool: Pool, deadline: float, visited: set[str], 
         if last is not None:
             gw.metrics.failover(pool.name, last[0].reason)     # this attempt is a failover hop
         attempts += 1
-        if call.hooks is not None:
-            call.hooks.attempt(member.lane.name,
-                               sum(1 for m in pool.members if m.index not in excluded) - 1,
-                               last[0].reason if last is not None else None)
+        run = call.hooks
+        if run is not None and run.taps:    # attempt bookkeeping only for a request with taps
+            run.attempt(member.lane.name, sum(1 for m in pool.members if m.index not in excluded) - 1,
+                        last[0].reason if last is not None else None)
         res = await _run(gw, call, member.lane, member, member.cell, remaining, pool.name)
         if not isinstance(res, AttemptFailure):
             return res
