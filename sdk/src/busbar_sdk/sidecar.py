@@ -17,8 +17,9 @@ empty or non-JSON body, ``413`` above ``max_body_bytes``, ``405`` for other meth
 the plugin raised or returned a non-dict. Non-200 statuses are transport errors on the Busbar
 side (the gate's ``on_error``), never an abstain.
 
-The server is uvicorn (uvloop and the httptools parser when installed) serving :func:`asgi_app`:
-a keep-alive round trip costs a fraction of ``http.server``'s. Plugin code runs on a worker thread
+The server is uvicorn (uvloop and the httptools parser when installed; no access log, no
+``X-Forwarded-*`` middleware) serving :func:`asgi_app`: a keep-alive round trip costs a fraction of
+``http.server``'s. Plugin code runs on a worker thread
 (a slow or blocking hook never holds other connections up), unless the plugin declares
 ``busbar_call.busbar_inline = True`` (CPU-only and bounded, as in-process): then it runs on the
 event loop, saving the thread hand-off. Keep-alive connections are not timed out by the server
@@ -50,6 +51,8 @@ __all__ = ["SidecarServer", "asgi_app", "main", "make_dispatch", "serve", "start
 
 Dispatch = Callable[[dict[str, Any]], dict[str, Any]]
 MAX_BODY_BYTES = 8 << 20
+#: ``json.dumps(reply, separators=(",", ":"))`` without building an encoder per reply.
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 #: The attribute of a ``busbar_call`` implementation declaring it CPU-only and bounded.
 INLINE_ATTRIBUTE = "busbar_inline"
 
@@ -145,7 +148,7 @@ def asgi_app(plugin: object, settings: dict[str, Any] | None = None, *,
                     status, reply = _reply(dispatch, payload)
                 else:
                     status, reply = await asyncio.to_thread(_reply, dispatch, payload)
-        data = json.dumps(reply, separators=(",", ":")).encode("utf-8")
+        data = _ENCODER.encode(reply).encode("utf-8")
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
         await send({"type": "http.response.body", "body": data})
@@ -169,6 +172,7 @@ class SidecarServer:
         self.server_address = self._sock.getsockname()
         config = uvicorn.Config(asgi_app(plugin, settings, max_body_bytes=max_body_bytes), lifespan="off",
                                 loop="auto", http="auto", access_log=False, log_level="warning",
+                                proxy_headers=False,        # no X-Forwarded-* rewriting per request
                                 timeout_keep_alive=24 * 3600, server_header=False, date_header=False)
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None

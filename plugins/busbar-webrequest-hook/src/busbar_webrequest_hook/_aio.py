@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
 
 from busbar_webrequest_hook import _ssrf
 from busbar_webrequest_hook._errors import WebRequestError, check_head, short
@@ -72,6 +73,7 @@ class LoopSessions:
     def __init__(self, settings: Settings, headers: dict[str, str]) -> None:
         self._settings = settings
         self._headers = headers
+        self.url = URL(settings.url)        # parsed once per generation, not per message
         self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
         self._ssl: ssl.SSLContext | bool = (ssl.create_default_context(cafile=settings.ca_file)
                                             if settings.ca_file else True)
@@ -110,7 +112,7 @@ async def exchange(sessions: LoopSessions, settings: Settings, body: bytes, dead
     and size rules: ``_errors.check_head``)."""
     s = settings
     try:
-        async with sessions.get().post(s.url, data=body, allow_redirects=False) as resp:
+        async with sessions.get().post(sessions.url, data=body, allow_redirects=False) as resp:
             check_head(resp.status, resp.headers, s, op, where)
             if resp.content_length is not None:     # declared and within max_reply_bytes: one read
                 return await resp.read()

@@ -46,6 +46,10 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+#: ``json.loads(text, parse_constant=_no_constants)`` without building a decoder per reply.
+_DECODER = json.JSONDecoder(parse_constant=_no_constants)
+
+
 def parse_reply(body: bytes, *, max_depth: int) -> dict[str, Any]:
     """Parse a reply body into a JSON object.
 
@@ -55,12 +59,13 @@ def parse_reply(body: bytes, *, max_depth: int) -> dict[str, Any]:
     """
     if not body.strip():
         raise ReplyError("empty", "the sidecar answered an empty body (an error, not an abstain: reply {})")
-    depth = json_depth(body)
-    if depth > max_depth:
-        raise ReplyError("too_deep", f"the sidecar's reply nests {depth} levels deep; the limit is {max_depth} "
-                                     f"(settings.max_reply_depth)")
+    if body.count(b"[") + body.count(b"{") > max_depth:     # else no nesting can pass the limit
+        depth = json_depth(body)
+        if depth > max_depth:
+            raise ReplyError("too_deep", f"the sidecar's reply nests {depth} levels deep; the limit is {max_depth} "
+                                         f"(settings.max_reply_depth)")
     try:
-        value = json.loads(body.decode("utf-8"), parse_constant=_no_constants)
+        value = _DECODER.decode(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise ReplyError("invalid_json", f"the sidecar's reply is not JSON: {str(e)[:200]}") from None
     if not isinstance(value, dict):
