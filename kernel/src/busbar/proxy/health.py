@@ -24,6 +24,7 @@ from busbar.proxy.credentials import CredentialError
 from busbar.proxy.egress import prepare, read_upstream_error
 from busbar.proxy.runtime import Lane
 from busbar.proxy.upstream import UpstreamError, fetch
+from busbar.security.policy import SsrfBlocked
 
 log = logging.getLogger("busbar.health")
 
@@ -51,8 +52,8 @@ async def probe_once(gw, lane: Lane, timeout_s: float) -> str:
     try:
         url, headers, body = await prepare(gw, prov, lane.upstream_model, False, probe_body(lane))
         status, resp_headers, content = await fetch(gw.upstream, "POST", url, headers, body, timeout_s)
-    except (UpstreamError, TimeoutError, OSError, CredentialError, ValueError) as e:
-        cls, status, info, ra = "network", 0, None, None
+    except (UpstreamError, TimeoutError, OSError, CredentialError, ValueError, SsrfBlocked) as e:
+        cls, status, info, ra = "network", 0, None, None     # SsrfBlocked: the host now resolves to a refused address
         log.info("health probe of %s failed: %s", lane.name, str(e) or type(e).__name__)
     else:
         if status < 300:
