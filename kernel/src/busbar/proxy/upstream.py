@@ -5,9 +5,10 @@ send a request and get the status and headers, read a whole body, iterate raw bo
 arrive, close early (which must close the upstream connection, case C026), and report transport
 failures as one exception type. :class:`Upstream` is that seam:
 
-- ``await up.send(method, url, headers, body, timeout_s=None) -> UpstreamResponse`` — returns at
-  response headers; ``timeout_s`` caps the whole exchange (probes, token endpoints); attempts cap
-  connect + headers themselves and leave the body uncapped (a live stream is never cut).
+- ``await up.send(method, url, headers, body) -> UpstreamResponse`` — returns at response headers;
+  the client's own wall-clock cap (``limits.upstream_request_timeout_secs``) covers the exchange;
+  callers with a shorter budget wrap the call in ``asyncio.timeout`` (attempts: connect + headers;
+  ``fetch``: the whole exchange), so a deadline always surfaces as ``TimeoutError``.
 - ``UpstreamResponse``: ``status`` (int), ``headers`` (case-insensitive mapping), ``await read()``
   (whole body, bytes), ``chunks()`` (async iterator of raw ``bytes``; cancelling a pending
   ``__anext__`` loses no data, so keep-alive timers may wrap it), ``await aclose()`` (returns a fully
@@ -70,8 +71,8 @@ class UpstreamResponse(Protocol):
 class Upstream(Protocol):
     """The client seam (see the module docstring)."""
 
-    async def send(self, method: str, url: str, headers: Mapping[str, str], body: bytes = b"",
-                   timeout_s: float | None = None) -> UpstreamResponse: ...
+    async def send(self, method: str, url: str, headers: Mapping[str, str],
+                   body: bytes = b"") -> UpstreamResponse: ...
     async def aclose(self) -> None: ...
 
 
@@ -80,7 +81,7 @@ async def fetch(upstream: Upstream, method: str, url: str, headers: Mapping[str,
     """One whole exchange (health probes, token endpoints): ``(status, headers, body)`` within
     ``timeout_s`` seconds. Raises ``UpstreamError``, ``TimeoutError``, ``SsrfBlocked``."""
     async with asyncio.timeout(timeout_s):
-        resp = await upstream.send(method, url, headers, body, timeout_s=timeout_s)
+        resp = await upstream.send(method, url, headers, body)
         try:
             return resp.status, resp.headers, await resp.read()
         finally:
@@ -185,7 +186,6 @@ class AiohttpUpstream:
         self._pool = (max_idle_per_host, idle_timeout_s, resolver)
         self._session: aiohttp.ClientSession | None = None
         self._urls: dict[str, URL] = {}
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     def _open(self) -> aiohttp.ClientSession:
         from busbar.security.connector import guarded_connector
@@ -194,17 +194,12 @@ class AiohttpUpstream:
         connector = guarded_connector(self.guard, max_idle_per_host=max_idle, idle_timeout_s=idle_s,
                                       resolver=resolver)
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout(self._total_timeout_s), cookie_jar=aiohttp.DummyCookieJar(),
+            connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=self._total_timeout_s, connect=CONNECT_TIMEOUT_S),
             auto_decompress=True, trust_env=False, headers={"user-agent": USER_AGENT},
             skip_auto_headers=("User-Agent", "Accept-Encoding"), raise_for_status=False,
             max_line_size=MAX_HEADER_LINE, max_field_size=MAX_HEADER_LINE, max_headers=MAX_HEADERS)
         return self._session
-
-    def _timeout(self, total_s: float) -> aiohttp.ClientTimeout:
-        t = self._timeouts.get(total_s)
-        if t is None:
-            t = self._timeouts[total_s] = aiohttp.ClientTimeout(total=total_s, connect=CONNECT_TIMEOUT_S)
-        return t
 
     def _url(self, url: str) -> URL:
         parsed = self._urls.get(url)
@@ -216,18 +211,14 @@ class AiohttpUpstream:
             self._urls[url] = parsed
         return parsed
 
-    async def send(self, method: str, url: str, headers: Mapping[str, str], body: bytes = b"",
-                   timeout_s: float | None = None) -> _AiohttpResponse:
+    async def send(self, method: str, url: str, headers: Mapping[str, str],
+                   body: bytes = b"") -> _AiohttpResponse:
         """Send one request; returns at response headers. Raises ``UpstreamError``, ``SsrfBlocked``."""
         session = self._session or self._open()
         target = self._url(url)
         try:
-            if timeout_s is None:
-                r = await session.request(method, target, data=body or None, headers=headers,
-                                          allow_redirects=False)
-            else:
-                r = await session.request(method, target, data=body or None, headers=headers,
-                                          allow_redirects=False, timeout=self._timeout(timeout_s))
+            r = await session.request(method, target, data=body or None, headers=headers,
+                                      allow_redirects=False)
         except aiohttp.ClientError as e:
             raise UpstreamError(_describe(e)) from None
         except asyncio.TimeoutError:            # connect / total timeout of aiohttp's own
@@ -305,12 +296,11 @@ class HttpxUpstream:
     def __init__(self, client: Any):
         self.client = client
 
-    async def send(self, method: str, url: str, headers: Mapping[str, str], body: bytes = b"",
-                   timeout_s: float | None = None) -> _HttpxResponse:
+    async def send(self, method: str, url: str, headers: Mapping[str, str],
+                   body: bytes = b"") -> _HttpxResponse:
         import httpx
 
-        kwargs = {} if timeout_s is None else {"timeout": timeout_s}
-        req = self.client.build_request(method, url, content=body, headers=headers, **kwargs)
+        req = self.client.build_request(method, url, content=body, headers=headers)
         try:
             r = await self.client.send(req, stream=True)
         except httpx.TransportError as e:
