@@ -187,6 +187,46 @@ async def test_wall_clock_cap_ends_a_stream_that_never_stops() -> None:
     assert 0.35 < elapsed < 1.0
 
 
+async def test_a_gzip_encoded_answer_is_decoded_json_and_stream() -> None:
+    """An upstream that compresses although Busbar never asks (no Accept-Encoding is sent): the body
+    and the stream chunks reach the relay decoded (the client sees plain JSON / SSE)."""
+    import gzip
+    import zlib
+
+    doc = b'{"id":"x","choices":[]}'
+    packed = gzip.compress(doc)
+
+    async def gz_json(writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(packed), packed))
+
+    async def gz_sse(writer: asyncio.StreamWriter) -> None:
+        z = zlib.compressobj(wbits=31)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        for part in (b"data: 1\n\n", b"data: 2\n\n"):
+            piece = z.compress(part) + z.flush(zlib.Z_SYNC_FLUSH)
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+        tail = z.flush()
+        writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
+
+    async with Upstream(responder=gz_json) as up:
+        c = client()
+        r = await c.send("POST", f"http://127.0.0.1:{up.port}/x", {}, b"{}")
+        assert await r.read() == doc
+        await r.aclose()
+        await c.aclose()
+    assert b"accept-encoding" not in up.heads[0].lower()
+    async with Upstream(responder=gz_sse) as up:
+        c = client()
+        r = await c.send("POST", f"http://127.0.0.1:{up.port}/s", {}, b"{}")
+        got = b"".join([chunk async for chunk in r.chunks()])
+        await r.aclose()
+        await c.aclose()
+    assert got == b"data: 1\n\ndata: 2\n\n"
+
+
 async def test_ssrf_guard_refuses_metadata_by_name_and_by_literal() -> None:
     hosts = Hosts(HOSTS)
     c = client(hosts=hosts)
