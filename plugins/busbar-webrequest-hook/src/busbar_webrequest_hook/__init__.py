@@ -55,7 +55,7 @@ from busbar_sdk import HookPlugin, PayloadError, PluginExport, hookimpl
 
 from busbar_webrequest_hook._aio import LoopSessions
 from busbar_webrequest_hook._aio import exchange as aexchange
-from busbar_webrequest_hook._errors import WebRequestError, check_head, short
+from busbar_webrequest_hook._errors import ReplyBuffer, WebRequestError, check_head, short
 from busbar_webrequest_hook._metrics import Metrics
 from busbar_webrequest_hook._reply import ReplyError, parse_reply
 from busbar_webrequest_hook._settings import SETTINGS_SCHEMA, Settings, SettingsError, parse_settings
@@ -218,16 +218,10 @@ class WebRequestHook(HookPlugin):
         try:
             with conn.client.stream("POST", s.url, content=body) as resp:
                 check_head(resp.status_code, resp.headers, s, op, where)
-                buf = bytearray()
+                buf = ReplyBuffer(s, deadline, op, where)
                 for chunk in resp.iter_raw():
-                    buf += chunk
-                    if len(buf) > s.max_reply_bytes:
-                        raise WebRequestError("too_large", f"{op} to {where}: the reply exceeds "
-                                                           f"{s.max_reply_bytes} bytes (settings.max_reply_bytes)")
-                    if time.monotonic() > deadline:
-                        raise WebRequestError("timeout", f"{op} to {where}: no complete reply within "
-                                                         f"{s.timeout_s * 1000:.0f} ms (settings.timeout_ms)")
-                return bytes(buf)
+                    buf.add(chunk)
+                return buf.value()
         except SsrfBlocked as e:
             raise WebRequestError("ssrf", e.reason) from None
         except httpx.TimeoutException:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import time
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -31,7 +30,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from busbar_webrequest_hook import _ssrf
-from busbar_webrequest_hook._errors import WebRequestError, check_head, short
+from busbar_webrequest_hook._errors import ReplyBuffer, WebRequestError, check_head, short
 from busbar_webrequest_hook._ssrf import HostSet, SsrfBlocked, canonical_host, check_resolved
 
 if TYPE_CHECKING:
@@ -116,16 +115,10 @@ async def exchange(sessions: LoopSessions, settings: Settings, body: bytes, dead
             check_head(resp.status, resp.headers, s, op, where)
             if resp.content_length is not None:     # declared and within max_reply_bytes: one read
                 return await resp.read()
-            buf = bytearray()
+            buf = ReplyBuffer(s, deadline, op, where)
             async for chunk in resp.content.iter_chunked(65536):
-                buf += chunk
-                if len(buf) > s.max_reply_bytes:
-                    raise WebRequestError("too_large", f"{op} to {where}: the reply exceeds {s.max_reply_bytes} "
-                                                       f"bytes (settings.max_reply_bytes)")
-                if time.monotonic() > deadline:
-                    raise WebRequestError("timeout", f"{op} to {where}: no complete reply within "
-                                                     f"{s.timeout_s * 1000:.0f} ms (settings.timeout_ms)")
-            return bytes(buf)
+                buf.add(chunk)
+            return buf.value()
     except SsrfBlocked as e:
         raise WebRequestError("ssrf", e.reason) from None
     except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):

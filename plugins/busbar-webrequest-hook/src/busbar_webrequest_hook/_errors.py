@@ -4,13 +4,14 @@ Source: seeds 003 "The wire, precisely" (a non-2xx status is an error, never an 
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from busbar_webrequest_hook._settings import Settings
 
-__all__ = ["WebRequestError", "check_head", "short"]
+__all__ = ["ReplyBuffer", "WebRequestError", "check_head", "short"]
 
 
 class WebRequestError(Exception):
@@ -37,6 +38,31 @@ def check_head(status: int, headers: Mapping[str, str], s: Settings, op: str, wh
     if declared is not None and declared.strip().isdigit() and int(declared) > s.max_reply_bytes:
         raise WebRequestError("too_large", f"{op} to {where}: the reply is {int(declared)} bytes; the "
                                            f"limit is {s.max_reply_bytes} (settings.max_reply_bytes)")
+
+
+class ReplyBuffer:
+    """A reply body read in chunks, refused past ``settings.max_reply_bytes`` (``too_large``) or past
+    the exchange's ``deadline`` (``time.monotonic()`` seconds; ``timeout``). Both transports use it."""
+
+    __slots__ = ("buf", "s", "deadline", "op", "where")
+
+    def __init__(self, s: Settings, deadline: float, op: str, where: str) -> None:
+        self.buf = bytearray()
+        self.s, self.deadline, self.op, self.where = s, deadline, op, where
+
+    def add(self, chunk: bytes) -> None:
+        """Append one chunk; raises :class:`WebRequestError` when a limit is passed."""
+        self.buf += chunk
+        if len(self.buf) > self.s.max_reply_bytes:
+            raise WebRequestError("too_large", f"{self.op} to {self.where}: the reply exceeds "
+                                               f"{self.s.max_reply_bytes} bytes (settings.max_reply_bytes)")
+        if time.monotonic() > self.deadline:
+            raise WebRequestError("timeout", f"{self.op} to {self.where}: no complete reply within "
+                                             f"{self.s.timeout_s * 1000:.0f} ms (settings.timeout_ms)")
+
+    def value(self) -> bytes:
+        """The whole reply."""
+        return bytes(self.buf)
 
 
 def short(exc: BaseException) -> str:
