@@ -209,7 +209,10 @@ def start(plugin: object, *, settings: dict[str, Any] | None = None, host: str =
 def serve(plugin: object, *, settings: dict[str, Any] | None = None, host: str = "127.0.0.1",
           port: int = 8787) -> None:
     """Serve in the foreground until interrupted."""
-    server = SidecarServer(plugin, host, port, settings=settings)
+    _run_until_interrupted(SidecarServer(plugin, host, port, settings=settings))
+
+
+def _run_until_interrupted(server: "SidecarServer") -> None:
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -235,12 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--settings must be a JSON object")
     server = SidecarServer(obj, args.host, args.port, settings=settings)
     print(f"busbar sidecar serving {args.target} on {server.url}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server._sock.close()
+    _run_until_interrupted(server)
     return 0
 
 
