@@ -102,9 +102,7 @@ async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> Attempt
     except TimeoutError:
         return AttemptFailure("timeout", 0, None, None,
                               reason="attempt_timeout" if by_attempt_cap else "timeout")
-    except UpstreamError as e:
-        return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
-    except Exception as e:  # the SSRF guard and other connect-time refusals
+    except Exception as e:  # UpstreamError, the SSRF guard and other connect-time refusals
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
     status = resp.status
     if status >= 300:

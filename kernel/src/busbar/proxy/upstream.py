@@ -100,6 +100,17 @@ def form_request(data: Mapping[str, str], basic: tuple[str, str] | None = None) 
 
 # ---------------------------------------------------------------------------------------------- aiohttp
 
+_AIOHTTP_FAULTS = (aiohttp.ClientError, asyncio.TimeoutError)
+
+
+def _upstream_error(e: BaseException) -> UpstreamError:
+    """The :class:`UpstreamError` for one of ``_AIOHTTP_FAULTS``. ``asyncio.TimeoutError`` out of
+    aiohttp (not a cancellation) is its wall-clock cap."""
+    if isinstance(e, aiohttp.ClientError):
+        return UpstreamError(_describe(e))
+    return UpstreamError(TOTAL_TIMEOUT_TEXT)
+
+
 def _describe(e: aiohttp.ClientError) -> str:
     """One line for an aiohttp failure; connector errors carry the OS-level reason (aiohttp's own
     message drops a resolver's text). A malformed response (``ClientResponseError``) is named by the
@@ -129,10 +140,8 @@ class _AiohttpChunks:
     async def __anext__(self) -> bytes:
         try:
             data = await self._content.readany()
-        except aiohttp.ClientError as e:
-            raise UpstreamError(_describe(e)) from None
-        except asyncio.TimeoutError:            # aiohttp's wall-clock cap (not a cancellation)
-            raise UpstreamError(TOTAL_TIMEOUT_TEXT) from None
+        except _AIOHTTP_FAULTS as e:
+            raise _upstream_error(e) from None
         if not data:
             raise StopAsyncIteration
         return data
@@ -149,10 +158,8 @@ class _AiohttpResponse:
     async def read(self) -> bytes:
         try:
             return await self._r.read()
-        except aiohttp.ClientError as e:
-            raise UpstreamError(_describe(e)) from None
-        except asyncio.TimeoutError:
-            raise UpstreamError(TOTAL_TIMEOUT_TEXT) from None
+        except _AIOHTTP_FAULTS as e:
+            raise _upstream_error(e) from None
 
     def chunks(self) -> _AiohttpChunks:
         return _AiohttpChunks(self._r.content)
@@ -219,10 +226,8 @@ class AiohttpUpstream:
         try:
             r = await session.request(method, target, data=body or None, headers=headers,
                                       allow_redirects=False)
-        except aiohttp.ClientError as e:
-            raise UpstreamError(_describe(e)) from None
-        except asyncio.TimeoutError:            # connect / total timeout of aiohttp's own
-            raise UpstreamError(TOTAL_TIMEOUT_TEXT) from None
+        except _AIOHTTP_FAULTS as e:
+            raise _upstream_error(e) from None
         return _AiohttpResponse(r)
 
     async def aclose(self) -> None:
