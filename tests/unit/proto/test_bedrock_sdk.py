@@ -2,88 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
-import time
-from collections import deque
 from collections.abc import Iterator
-from typing import Any, Self
+from typing import Any
 
 import botocore.exceptions  # type: ignore[import-untyped]
 import pytest
-import uvicorn
 from botocore.config import Config  # type: ignore[import-untyped]
 from busbar.ir.model import IrRequest, MessageStop, StreamError
 from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.bedrock import DIALECT
 from busbar.proto.bedrock.invoke import DIALECT as INVOKE
 from busbar.proto.openai import DIALECT as OPENAI
+from tests.support.canned import Canned
 
 boto3 = pytest.importorskip(
     "boto3",
     reason="boto3 is a test dependency (pip install boto3): the official Bedrock SDK must parse our output",
 )
-
-
-class Canned:
-    """A tiny uvicorn server on a free port: each POST gets the next queued (status, headers, chunks)."""
-
-    def __init__(self) -> None:
-        self.replies: deque[tuple[int, dict[str, str], list[bytes]]] = deque()
-        self.requests: list[dict[str, Any]] = []
-        config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=0, lifespan="off", log_level="error", interface="asgi3"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = ""
-
-    def reply(self, status: int, headers: dict[str, str], *chunks: bytes) -> None:
-        self.replies.append((status, headers, list(chunks)))
-
-    async def app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            msg = await receive()
-            body += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
-        self.requests.append(
-            {
-                "raw_path": scope["raw_path"],
-                "query": scope["query_string"],
-                "body": body,
-                "headers": {k.decode(): v.decode() for k, v in scope["headers"]},
-            }
-        )
-        status, headers, chunks = self.replies.popleft()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
-            }
-        )
-        for c in chunks:
-            await send({"type": "http.response.body", "body": c, "more_body": True})
-            await asyncio.sleep(0)
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("canned server did not start")
-            time.sleep(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(5)
 
 
 @pytest.fixture(scope="module")
