@@ -1,1 +1,1 @@
-"""Tests of busbar-mock-provider (kernel/src/busbar/devtools/mock_provider), against the real process."""
+"""Tests of busbar-mock-provider (tools/mock-provider/src/busbar_mock_provider), against the real process."""

@@ -9,8 +9,8 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from busbar.devtools.mock_provider.fixtures import default_fixtures_dir
-from busbar.devtools.mock_provider.process import MockProcess
+from busbar_mock_provider.fixtures import default_fixtures_dir
+from busbar_mock_provider.process import MockProcess
 
 FIXTURES: Path = default_fixtures_dir()
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import anthropic
 from anthropic.types import Message, TextBlock, ToolUseBlock
-from busbar.devtools.mock_provider.process import MockProcess
+from busbar_mock_provider.process import MockProcess
 
 from .conftest import WEATHER_ARGS, WEATHER_SCHEMA
 

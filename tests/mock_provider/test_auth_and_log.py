@@ -7,7 +7,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from busbar.devtools.mock_provider.process import MockProcess
+from busbar_mock_provider.process import MockProcess
 
 from .conftest import fixture_bytes
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from busbar.devtools.mock_provider.process import MockProcess
+from busbar_mock_provider.process import MockProcess
 
-CMD = [sys.executable, "-m", "busbar.devtools.mock_provider"]
+CMD = [sys.executable, "-m", "busbar_mock_provider"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ import anthropic
 import httpx
 import openai
 import pytest
-from busbar.devtools.mock_provider.process import MockProcess
+from busbar_mock_provider.process import MockProcess
 
 from .conftest import fixture_bytes
 

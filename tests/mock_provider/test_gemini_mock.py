@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from busbar.devtools.mock_provider.process import MockProcess
+from busbar_mock_provider.process import MockProcess
 from busbar.ir.model import BlockDelta, IrMessage, IrRequest, MessageDelta, StopReason, StreamError, TextBlock
 from busbar.proto.gemini import DIALECT as GEMINI
 from busbar.proto.sse import SseParser

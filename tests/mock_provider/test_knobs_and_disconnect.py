@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import httpx
-from busbar.devtools.mock_provider.process import MockProcess
+from busbar_mock_provider.process import MockProcess
 
 OAI: Any = {"authorization": "Bearer sk-test"}
 ANT: Any = {"x-api-key": "sk-ant"}

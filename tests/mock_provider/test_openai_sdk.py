@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import openai
-from busbar.devtools.mock_provider.process import MockProcess
+from busbar_mock_provider.process import MockProcess
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
 from .conftest import WEATHER_ARGS, WEATHER_SCHEMA

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from busbar.devtools.mock_provider.fixtures import FixtureStore, split_eventstream, split_sse
-from busbar.devtools.mock_provider.reply import Prompt, example_from_schema, plan_reply
-from busbar.devtools.mock_provider.routing import route
+from busbar_mock_provider.fixtures import FixtureStore, split_eventstream, split_sse
+from busbar_mock_provider.reply import Prompt, example_from_schema, plan_reply
+from busbar_mock_provider.routing import route
 
 from .conftest import FIXTURES
 

@@ -7,8 +7,8 @@ import re
 from typing import Any
 
 import orjson
-from busbar.devtools.mock_provider.fixtures import split_sse
-from busbar.devtools.mock_provider.process import MockProcess
+from busbar_mock_provider.fixtures import split_sse
+from busbar_mock_provider.process import MockProcess
 
 from .conftest import WEATHER_SCHEMA, fixture_bytes
 

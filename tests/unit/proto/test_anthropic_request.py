@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 from busbar.ir.model import (
@@ -24,8 +23,9 @@ from busbar.proto.anthropic import DIALECT
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.openai.parts import RawArguments
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "anthropic"
+FIXTURES = PACKAGED_FIXTURES / "anthropic"
 
 
 def load(name: str) -> dict:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from busbar.ir.model import IrRequest, IrResponse, StopReason, TextBlock, ThinkingBlock, ToolUseBlock, Usage
 from busbar.proto.anthropic import DIALECT
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.openai.parts import RawArguments
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 def load(name: str) -> dict:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from pathlib import Path
 
 import pytest
 from botocore.eventstream import EventStreamBuffer  # type: ignore[import-untyped]
@@ -16,8 +15,9 @@ from busbar.proto.bedrock.eventstream import (
     encode_message,
     header,
 )
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 CAPTURES = ["converse-stream-text", "converse-stream-reasoning"]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -32,8 +31,9 @@ from busbar.proto.bedrock import DIALECT, names, sigv4
 from busbar.proto.bedrock.request_writer import document_name
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai import DIALECT as OPENAI
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 BEDROCK_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 

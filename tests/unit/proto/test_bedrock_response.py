@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -15,8 +14,9 @@ from busbar.proto.base import ErrorKind, UpstreamErrorInfo
 from busbar.proto.bedrock import DIALECT
 from busbar.proto.gemini import DIALECT as GEMINI
 from busbar.proto.openai import DIALECT as OPENAI
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 def fixture(name: str) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -29,8 +28,9 @@ from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.bedrock import DIALECT
 from busbar.proto.bedrock.eventstream import encode_event, encode_exception, encode_message, header
 from busbar.proto.openai import DIALECT as OPENAI
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 def decode(raw: bytes, step: int | None = None) -> list[StreamEvent]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import cohere
@@ -13,9 +12,10 @@ import pytest
 from busbar.proto.base import ErrorKind, UpstreamErrorInfo
 from busbar.proto.cohere import DIALECT
 from busbar.proto.registry import get_dialect
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 from cohere.core.api_error import ApiError
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 @dataclass

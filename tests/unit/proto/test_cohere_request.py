@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,9 @@ from busbar.ir.model import (
 from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.cohere import DIALECT
 from busbar.proto.errors import BadRequest
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 def load(name: str) -> Any:

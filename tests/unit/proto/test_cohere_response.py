@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 import cohere
@@ -18,8 +17,9 @@ from busbar.proto.cohere.errors import CohereAnswerError
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.registry import DIALECTS
 from busbar.proto.responses import DIALECT as RESPONSES
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 def load(name: str) -> Any:

@@ -6,7 +6,6 @@ import copy
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +13,9 @@ from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.cohere import DIALECT as COHERE
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.responses import DIALECT as RESPONSES
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 def load(name: str) -> Any:

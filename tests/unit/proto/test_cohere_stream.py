@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import cohere
@@ -32,8 +31,9 @@ from busbar.proto.base import ErrorKind
 from busbar.proto.cohere import DIALECT
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.sse import SseParser
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 STREAM = FIXTURES / "cohere" / "chat-stream.response.sse.txt"
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,8 +26,9 @@ from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.errors import BadRequest
 from busbar.proto.gemini import DIALECT
 from busbar.proto.openai import DIALECT as OPENAI
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 def fixture(name: str) -> Any:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -16,8 +15,9 @@ from busbar.proto.bedrock import DIALECT as BEDROCK
 from busbar.proto.gemini import DIALECT
 from busbar.proto.gemini.ids import MINTED_PREFIX, carry, split
 from busbar.proto.openai import DIALECT as OPENAI
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 def fixture(name: str) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,8 +27,9 @@ from busbar.proto.gemini import DIALECT
 from busbar.proto.gemini.ids import split
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.sse import SseParser
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 SHIM = "__busbar_gemini_json_array"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from busbar.ir.model import (
@@ -22,8 +21,9 @@ from busbar.ir.model import (
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai import DIALECT
 from busbar.proto.openai.parts import RawArguments
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "openai-chat"
+FIXTURES = PACKAGED_FIXTURES / "openai-chat"
 
 
 def load(name: str) -> dict:

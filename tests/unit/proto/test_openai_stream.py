@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import httpx2
 import openai
@@ -26,9 +25,10 @@ from busbar.ir.model import (
 )
 from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.openai import DIALECT
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 from openai._streaming import SSEDecoder
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 def decode(raw: bytes, step: int | None = None) -> list[StreamEvent]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import anthropic
 import httpx2
@@ -14,8 +13,9 @@ from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.base import ErrorKind, UpstreamErrorInfo
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.registry import DIALECTS, get_dialect
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 def openai_sdk_error(status: int, headers: dict[str, str], body: bytes) -> openai.APIStatusError:

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 from busbar.proto.sse import SseBufferOverflow, SseParser, encode_comment, encode_frame
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai._streaming import SSEDecoder
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 SSE_FIXTURES = sorted(FIXTURES.glob("*/*.sse.txt"))
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx2
 import openai
@@ -12,8 +11,9 @@ import pytest
 from busbar.proto.base import ErrorKind, UpstreamErrorInfo
 from busbar.proto.registry import get_dialect
 from busbar.proto.responses import DIALECT
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 @dataclass

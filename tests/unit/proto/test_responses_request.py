@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,8 +25,9 @@ from busbar.proto.errors import BadRequest
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.openai.parts import RawArguments
 from busbar.proto.responses import DIALECT
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 def load(name: str) -> Any:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -26,8 +25,9 @@ from busbar.proto.cohere import DIALECT as COHERE
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.responses import DIALECT
 from busbar.proto.responses.errors import ResponsesFailed
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 
 def load(name: str) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -30,9 +29,10 @@ from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.base import ErrorKind
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.responses import DIALECT
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 from openai._streaming import SSEDecoder
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 RESP = FIXTURES / "openai-responses"
 
 

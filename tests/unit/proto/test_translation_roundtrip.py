@@ -6,14 +6,14 @@ import copy
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from busbar.ir.model import IrRequest
 from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.openai import DIALECT as OPENAI
+from busbar_mock_provider.fixtures import PACKAGED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = PACKAGED_FIXTURES
 
 RICH_OPENAI = {
     "model": "pool",
