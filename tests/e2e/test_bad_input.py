@@ -9,6 +9,8 @@ import httpx
 import openai
 import pytest
 
+from tests.support.waiting import wait_until
+
 CONFIG = """
 listen: "127.0.0.1:{port}"
 limits: { request_body_max_bytes: 2048 }
@@ -170,7 +172,8 @@ def test_inbound_concurrency_cap_sheds_with_503(gateway_factory, mock):
     t = threading.Thread(target=lambda: httpx.post(gw.url + "/v1/chat/completions", timeout=10, json={
         "model": "p", "messages": [{"role": "user", "content": "slow"}]}))
     t.start()
-    time.sleep(0.5)
+    wait_until(lambda: any(r["body"].get("model") == "slow-oa" for r in mock.requests()),
+               what="the slow request to hold the only inbound slot")
     r = httpx.post(gw.url + "/v1/chat/completions", json={"model": "p", "messages": [{"role": "user", "content": "x"}]})
     t.join()
     assert r.status_code == 503 and r.headers["retry-after"] == "1"

@@ -113,6 +113,7 @@ def gw(gateway_factory, mock):
     return gateway_factory(CONFIG, mock.url)
 
 
+@pytest.mark.slow
 def test_chaos_no_request_lost_no_leaks(gw, mock):
     rng = random.Random(20261129)
     oa_err = {"error": {"message": "chaos", "type": "server_error", "param": None, "code": None}}

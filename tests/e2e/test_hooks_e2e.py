@@ -386,6 +386,7 @@ def test_c054b_a_failing_tap_leaves_the_stream_byte_identical(tap_gws):
     assert 'busbar_tap_failures_total{hook="scripted"} 1.0' in httpx.get(raising.url + "/metrics").text
 
 
+@pytest.mark.slow
 def test_c054c_a_slow_tap_never_slows_the_stream(tap_gws):
     """C054 (c): a tap sleeping 2 s on every event; 20 chunks 50 ms apart keep their timing (±50 ms)."""
     plain, _, sleepy, _ = tap_gws
@@ -401,6 +402,7 @@ def test_c054c_a_slow_tap_never_slows_the_stream(tap_gws):
     assert min(worst) <= 0.05, worst
 
 
+@pytest.mark.slow
 def test_c054d_many_streams_with_a_slow_tap_stay_bounded(tap_gws):
     """C054 (d): 100 streams at once beside a 2 s tap: every stream completes on time, the tap's
     queue is bounded and the overflow is dropped and counted."""

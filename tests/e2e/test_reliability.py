@@ -10,6 +10,8 @@ import httpx
 import openai
 import pytest
 
+from tests.support.waiting import wait_until
+
 CONFIG = """
 listen: "127.0.0.1:{port}"
 metrics: { buffer_seconds: 60 }
@@ -259,8 +261,8 @@ def test_max_concurrent_is_shared_across_pools(gw, mock):
     t = threading.Thread(target=lambda: results.setdefault(
         "slow", oa(gw).chat.completions.create(model="conc-1", messages=MSG)))
     t.start()
-    time.sleep(0.5)
-    assert metric(gw, "busbar_lane_available_permits", lane="conc") == 0
+    wait_until(lambda: metric(gw, "busbar_lane_available_permits", lane="conc") == 0,
+               what="the slow request to take the lane's only permit")
     with pytest.raises(openai.InternalServerError) as ei:                      # skipped, not queued
         oa(gw).chat.completions.create(model="conc-2", messages=MSG)
     assert ei.value.status_code == 503

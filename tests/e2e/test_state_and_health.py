@@ -9,6 +9,7 @@ import openai
 import pytest
 
 from tests.support.gateway import BusbarProcess
+from tests.support.waiting import wait_until
 
 STATE_CONFIG = """
 listen: "127.0.0.1:{port}"
@@ -56,6 +57,7 @@ def target(gw) -> str:
         .headers["x-busbar-route-target"]
 
 
+@pytest.mark.slow
 def test_open_breaker_and_budget_survive_restart(tmp_path, mock):
     state = tmp_path / "state.json"
     cfg = STATE_CONFIG.replace("MOCK", mock.url)
@@ -122,8 +124,9 @@ def test_dead_mode_probe_recovers_a_hard_down_lane(hgw, mock):
 
 
 def test_active_mode_probes_every_interval_with_upstream_model(hgw, mock):
-    time.sleep(2.5)
-    probes = [r for r in mock.requests() if r["body"].get("model") == "act-wire"]
+    probes = wait_until(lambda: [r for r in mock.requests() if r["body"].get("model") == "act-wire"][1:] and
+                        [r for r in mock.requests() if r["body"].get("model") == "act-wire"],
+                        timeout=6.0, interval=0.1, what="two active-mode probes")
     assert len(probes) >= 2
     assert probes[0]["body"]["messages"] == [{"role": "user", "content": "ping"}]
     assert probes[0]["headers"]["authorization"] == "Bearer sk-test-openai"
