@@ -54,6 +54,11 @@ def _setup_logging(level: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["store"]:                      # busbar store info|prune (busbar.store.cli)
+        from busbar.store.cli import main as store_main
+
+        return store_main(argv[1:])
     args = _parser().parse_args(argv)
     _setup_logging(args.log_level)
     if args.print_schema:

@@ -1,0 +1,75 @@
+"""busbar-store-postgres: the store contract on PostgreSQL through asyncpg, shared by a fleet.
+
+Settings: ``url`` (``postgres://`` or ``postgresql://``; libpq's ``sslmode`` query parameter turns
+TLS on: ``require``, ``verify-ca``, ``verify-full``, ``prefer``, ``allow``, ``disable``),
+``pool_size`` (default 5) and ``connect_timeout_secs`` (default 5). A lost connection is detected
+before use (``pool_pre_ping``) and replaced: an operation that fails on it reports the store
+unavailable and the caller retries with backoff. The password never appears in an error or a log.
+The schema and every operation are :class:`busbar_sdk.store.sql.SqlStore`'s. See docs/stores.md.
+"""
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from busbar_sdk.store import StoreInvalid, export_store
+from busbar_sdk.store.settings import REQUIRED, check_settings
+from busbar_sdk.store.sql import SqlStore
+from sqlalchemy.ext.asyncio import create_async_engine
+
+__all__ = ["PostgresStore", "plugin", "redact_url"]
+
+__version__ = "1.5.0"
+
+_SPEC = {"url": (str, REQUIRED), "pool_size": (int, 5), "connect_timeout_secs": (int, 5)}
+_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password replaced by ``***`` (for messages and logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = (parts.username or "")
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
+
+
+class PostgresStore(SqlStore):
+    """:class:`SqlStore` on ``postgresql+asyncpg``; build it with :meth:`from_settings`."""
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> PostgresStore:
+        """Validate the settings and build the (unconnected) store.
+
+        Raises:
+            StoreInvalid: unknown or mistyped settings, a URL that is not ``postgres://`` /
+                ``postgresql://`` or has no database, an unknown ``sslmode``, bad sizes.
+        """
+        s = check_settings(settings, _SPEC, "postgres")
+        url: str = s["url"]
+        parts = urlsplit(url)
+        if parts.scheme not in ("postgres", "postgresql"):
+            raise StoreInvalid(f"store.settings.url: scheme {parts.scheme + '://' if parts.scheme else '(none)'} is "
+                               f"not supported by the postgres store; use postgres:// or postgresql://")
+        if not parts.hostname or not parts.path.strip("/"):
+            raise StoreInvalid(f"store.settings.url: {redact_url(url)} needs a host and a database name "
+                               f"(postgres://user:password@host:5432/busbar)")
+        query = dict(parse_qsl(parts.query))
+        sslmode = query.pop("sslmode", None)
+        connect_args: dict[str, Any] = {"timeout": s["connect_timeout_secs"]}
+        if sslmode is not None:
+            if sslmode not in _SSLMODES:
+                raise StoreInvalid(f"store.settings.url: sslmode={sslmode} is not one of {', '.join(_SSLMODES)}")
+            connect_args["ssl"] = sslmode
+        if not 1 <= s["pool_size"] <= 100:
+            raise StoreInvalid("store.settings.pool_size: must be between 1 and 100")
+        if not 1 <= s["connect_timeout_secs"] <= 300:
+            raise StoreInvalid("store.settings.connect_timeout_secs: must be between 1 and 300")
+        target = urlunsplit(("postgresql+asyncpg", parts.netloc, parts.path, urlencode(query), ""))
+        engine = create_async_engine(target, pool_size=s["pool_size"], max_overflow=0, pool_pre_ping=True,
+                                     pool_recycle=1800, connect_args=connect_args)
+        return cls(engine, backend="postgres", where=redact_url(url), scrub=(parts.password or "",))
+
+
+plugin = export_store(PostgresStore)

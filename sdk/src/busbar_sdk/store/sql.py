@@ -1,0 +1,495 @@
+"""The SQL schema (SQLAlchemy Core metadata) and one store over it, for SQLite and PostgreSQL.
+
+The ``busbar-store-sqlite`` and ``busbar-store-postgres`` plugins are this class with their own
+engine settings: the schema, the additive upserts and the migrations exist once. Needs
+``sqlalchemy`` (asyncio) and the driver (``aiosqlite`` / ``asyncpg``).
+
+Tables (schema version :data:`~busbar_sdk.store.contract.SCHEMA_VERSION`):
+
+============================  ===============================================================
+``busbar_schema``             one row: the schema version
+``busbar_counters``           ``revision``: the store-global revision counter
+``busbar_meta``               named small values (``put_meta``)
+``busbar_keys``               virtual keys (tombstones kept)
+``busbar_usage_windows``      ``(bucket, window_start)`` -> requests, billable_requests
+``busbar_usage_tokens``       ``(bucket, window_start, model)`` -> four token tiers
+``busbar_metering``           ``(day, key_id, model, provider)`` -> tokens, requests
+``busbar_audit``              audit records by ``seq``
+``busbar_denylist``           revoked subjects
+``busbar_credentials``        row-looked-up credentials (unique ``(kind, public_id)``, ``(key_id, kind, slot)``)
+============================  ===============================================================
+
+Every additive write is ``INSERT ... ON CONFLICT DO UPDATE SET x = max(0, x + excluded.x)`` in one
+transaction, so writers on several nodes converge on the exact sum.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from busbar_sdk.store.contract import SCHEMA_VERSION, Store, newer_schema_message
+from busbar_sdk.store.errors import StoreConflict, StoreError, StoreNotFound, StoreSchemaError, StoreUnavailable
+from busbar_sdk.store.records import (
+    AuditRecord,
+    CredentialMeta,
+    CredentialSecret,
+    DenyEntry,
+    MeteringDelta,
+    MeteringRow,
+    TierTokens,
+    UsageItem,
+    UsageLedger,
+    VirtualKey,
+)
+
+__all__ = ["METADATA", "SqlStore"]
+
+METADATA = sa.MetaData()
+_BIG = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+SCHEMA = sa.Table("busbar_schema", METADATA, sa.Column("id", sa.Integer, primary_key=True),
+                  sa.Column("version", sa.Integer, nullable=False))
+COUNTERS = sa.Table("busbar_counters", METADATA, sa.Column("name", sa.String(64), primary_key=True),
+                    sa.Column("value", _BIG, nullable=False))
+META = sa.Table("busbar_meta", METADATA, sa.Column("name", sa.String(255), primary_key=True),
+                sa.Column("value", sa.Text, nullable=False))
+KEYS = sa.Table(
+    "busbar_keys", METADATA,
+    sa.Column("id", sa.String(255), primary_key=True), sa.Column("name", sa.Text, nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False), sa.Column("allowed_pools", sa.Text),
+    sa.Column("enabled", sa.Boolean, nullable=False), sa.Column("created_at", _BIG, nullable=False),
+    sa.Column("grp", sa.String(255)), sa.Column("labels", sa.Text, nullable=False),
+    sa.Column("expires_at", _BIG), sa.Column("deleted_at", _BIG),
+    sa.Column("revision", _BIG, nullable=False, index=True),
+)
+WINDOWS = sa.Table(
+    "busbar_usage_windows", METADATA,
+    sa.Column("bucket", sa.String(255), primary_key=True), sa.Column("window_start", _BIG, primary_key=True),
+    sa.Column("requests", _BIG, nullable=False), sa.Column("billable_requests", _BIG, nullable=False),
+)
+_TIERS = ("input", "output", "cache_read", "cache_write")
+TOKENS = sa.Table(
+    "busbar_usage_tokens", METADATA,
+    sa.Column("bucket", sa.String(255), primary_key=True), sa.Column("window_start", _BIG, primary_key=True),
+    sa.Column("model", sa.String(255), primary_key=True),
+    *(sa.Column(t, _BIG, nullable=False) for t in _TIERS),
+)
+_METER_COUNTS = ("input", "output", "cache_read", "cache_write", "requests", "billable_requests")
+METERING = sa.Table(
+    "busbar_metering", METADATA,
+    sa.Column("day", sa.String(10), primary_key=True), sa.Column("key_id", sa.String(255), primary_key=True),
+    sa.Column("model", sa.String(255), primary_key=True), sa.Column("provider", sa.String(255), primary_key=True),
+    *(sa.Column(c, _BIG, nullable=False) for c in _METER_COUNTS),
+    sa.Column("key_group_at_use", sa.String(255), nullable=False),
+)
+AUDIT = sa.Table(
+    "busbar_audit", METADATA,
+    sa.Column("seq", _BIG, primary_key=True, autoincrement=False), sa.Column("ts", _BIG, nullable=False),
+    *(sa.Column(c, sa.Text, nullable=False) for c in ("action", "resource", "outcome", "principal",
+                                                     "prev_hash", "hash")),
+)
+DENY = sa.Table(
+    "busbar_denylist", METADATA,
+    sa.Column("sub", sa.String(255), primary_key=True), sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("ts", _BIG, nullable=False), sa.Column("revision", _BIG, nullable=False, index=True),
+)
+CREDS = sa.Table(
+    "busbar_credentials", METADATA,
+    sa.Column("id", sa.String(255), primary_key=True), sa.Column("key_id", sa.String(255), nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False), sa.Column("slot", sa.Integer, nullable=False),
+    sa.Column("public_id", sa.String(255), nullable=False), sa.Column("secret", sa.Text, nullable=False),
+    sa.Column("created_at", _BIG, nullable=False), sa.Column("expires_at", _BIG),
+    sa.Column("revoked_at", _BIG), sa.Column("revoke_reason", sa.Text),
+    sa.Column("revision", _BIG, nullable=False, index=True),
+    sa.UniqueConstraint("kind", "public_id", name="busbar_credentials_public_id"),
+    sa.UniqueConstraint("key_id", "kind", "slot", name="busbar_credentials_slot"),
+)
+
+#: Migrations from version N to N+1 (none yet: version 1 is the first schema).
+MIGRATIONS: dict[int, Callable[[AsyncConnection], Any]] = {}
+
+
+def _floor_add(col: sa.ColumnElement[Any], delta: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    total = col + delta
+    return sa.case((total < 0, 0), else_=total)
+
+
+class SqlStore(Store):
+    """A :class:`Store` over an async SQLAlchemy engine (``sqlite+aiosqlite`` or ``postgresql+asyncpg``).
+
+    Args:
+        engine: the engine (not connected until :meth:`open`).
+        backend: ``"sqlite"`` or ``"postgres"`` (``info()`` and messages).
+        where: the target as shown in errors, without a password.
+        scrub: extra strings (a password) to blank out of every error message.
+    """
+
+    def __init__(self, engine: AsyncEngine, *, backend: str, where: str, scrub: tuple[str, ...] = ()) -> None:
+        self.engine = engine
+        self.backend = backend
+        self.where = where
+        self._scrub = tuple(s for s in scrub if s)
+        self._insert: Any = None
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _clean(self, text: str) -> str:
+        for secret in self._scrub:
+            text = text.replace(secret, "***")
+        return text
+
+    def _ins(self, table: sa.Table) -> Any:
+        if self._insert is None:
+            if self.engine.dialect.name == "postgresql":
+                from sqlalchemy.dialects.postgresql import insert
+            else:
+                from sqlalchemy.dialects.sqlite import insert
+            self._insert = insert
+        return self._insert(table)
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[AsyncConnection]:
+        try:
+            async with self.engine.begin() as conn:
+                yield conn
+        except StoreError:
+            raise
+        except (OperationalError, OSError, ConnectionError, asyncio.TimeoutError) as exc:
+            raise StoreUnavailable(self._clean(f"{self.backend} at {self.where} is unavailable: "
+                                               f"{_reason(exc)}")) from None
+        except DBAPIError as exc:
+            if exc.connection_invalidated:
+                raise StoreUnavailable(self._clean(f"{self.backend} at {self.where}: connection lost: "
+                                                   f"{_reason(exc)}")) from None
+            raise StoreError(self._clean(f"{self.backend}: {_reason(exc)}")) from None
+        except SQLAlchemyError as exc:
+            raise StoreError(self._clean(f"{self.backend}: {_reason(exc)}")) from None
+
+    async def _bump(self, conn: AsyncConnection) -> int:
+        row = (await conn.execute(sa.update(COUNTERS).where(COUNTERS.c.name == "revision")
+                                  .values(value=COUNTERS.c.value + 1).returning(COUNTERS.c.value))).one()
+        return int(row[0])
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def open(self) -> None:
+        for attempt in range(5):
+            try:
+                async with self._tx() as conn:
+                    await conn.run_sync(METADATA.create_all)
+                    found = (await conn.execute(sa.select(SCHEMA.c.version).where(SCHEMA.c.id == 1))).scalar()
+                    if found is None:
+                        await conn.execute(self._ins(SCHEMA).values(id=1, version=SCHEMA_VERSION)
+                                           .on_conflict_do_nothing())
+                        await conn.execute(self._ins(COUNTERS).values(name="revision", value=0)
+                                           .on_conflict_do_nothing())
+                        found = SCHEMA_VERSION
+                    if found > SCHEMA_VERSION:
+                        raise StoreSchemaError(newer_schema_message(int(found)))
+                    for version in range(int(found), SCHEMA_VERSION):
+                        await MIGRATIONS[version](conn)
+                        await conn.execute(sa.update(SCHEMA).where(SCHEMA.c.id == 1).values(version=version + 1))
+                return
+            except StoreError as exc:
+                # Two nodes creating the schema at once: one loses the race on the catalog; retry.
+                if isinstance(exc, StoreUnavailable | StoreSchemaError) or attempt == 4:
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    async def info(self) -> dict[str, Any]:
+        tables = {"keys": KEYS, "usage_windows": WINDOWS, "metering_rows": METERING, "audit_records": AUDIT,
+                  "denylist": DENY, "credentials": CREDS}
+        async with self._tx() as conn:
+            version = (await conn.execute(sa.select(SCHEMA.c.version))).scalar()
+            counts = {name: int((await conn.execute(sa.select(sa.func.count()).select_from(t))).scalar() or 0)
+                      for name, t in tables.items()}
+        return {"backend": self.backend, "schema_version": version, "counts": counts}
+
+    # -- keys --------------------------------------------------------------------------------
+    async def put_key(self, key: VirtualKey) -> VirtualKey:
+        async with self._tx() as conn:
+            old = (await conn.execute(sa.select(KEYS.c.deleted_at).where(KEYS.c.id == key.id)
+                                      .with_for_update())).first()
+            if old is not None and old[0] is not None and key.deleted_at is None:
+                raise StoreConflict(f"key {key.id!r} is deleted; a deleted key id is never reused")
+            revision = await self._bump(conn)
+            values = _key_row(key, revision)
+            stmt = self._ins(KEYS).values(**values)
+            await conn.execute(stmt.on_conflict_do_update(index_elements=[KEYS.c.id],
+                                                          set_={k: stmt.excluded[k] for k in values if k != "id"}))
+        return _key(values)
+
+    async def get_key(self, key_id: str) -> VirtualKey | None:
+        async with self._tx() as conn:
+            row = (await conn.execute(sa.select(KEYS).where(KEYS.c.id == key_id))).mappings().first()
+        return _key(dict(row)) if row else None
+
+    async def list_keys(self, since: int = 0) -> list[VirtualKey]:
+        async with self._tx() as conn:
+            rows = (await conn.execute(sa.select(KEYS).where(KEYS.c.revision > since)
+                                       .order_by(KEYS.c.revision))).mappings().all()
+        return [_key(dict(r)) for r in rows]
+
+    async def delete_key(self, key_id: str, now: int) -> VirtualKey:
+        async with self._tx() as conn:
+            row = (await conn.execute(sa.select(KEYS).where(KEYS.c.id == key_id).with_for_update())).mappings().first()
+            if row is None:
+                raise StoreNotFound(f"no key {key_id!r}")
+            values = dict(row)
+            if values["deleted_at"] is None:
+                await conn.execute(sa.delete(CREDS).where(CREDS.c.key_id == key_id))
+                values.update(enabled=False, deleted_at=now, revision=await self._bump(conn))
+                await conn.execute(sa.update(KEYS).where(KEYS.c.id == key_id).values(
+                    enabled=False, deleted_at=now, revision=values["revision"]))
+        return _key(values)
+
+    async def scrub_key(self, key_id: str) -> VirtualKey:
+        async with self._tx() as conn:
+            row = (await conn.execute(sa.select(KEYS).where(KEYS.c.id == key_id).with_for_update())).mappings().first()
+            if row is None:
+                raise StoreNotFound(f"no key {key_id!r}")
+            if row["deleted_at"] is None:
+                raise StoreConflict(f"key {key_id!r} is live; delete it before scrubbing its personal data")
+            values = dict(row)
+            values.update(name="", labels="{}", revision=await self._bump(conn))
+            await conn.execute(sa.update(KEYS).where(KEYS.c.id == key_id).values(
+                name="", labels="{}", revision=values["revision"]))
+        return _key(values)
+
+    # -- usage -------------------------------------------------------------------------------
+    async def get_usage(self, bucket: str, window_start: int) -> UsageLedger:
+        return (await self._windows(bucket, window_start)).get(window_start, UsageLedger())
+
+    async def list_usage(self, bucket: str) -> dict[int, UsageLedger]:
+        return await self._windows(bucket, None)
+
+    async def _windows(self, bucket: str, window_start: int | None) -> dict[int, UsageLedger]:
+        w_where = WINDOWS.c.bucket == bucket
+        t_where = TOKENS.c.bucket == bucket
+        if window_start is not None:
+            w_where &= WINDOWS.c.window_start == window_start
+            t_where &= TOKENS.c.window_start == window_start
+        async with self._tx() as conn:
+            windows = (await conn.execute(sa.select(WINDOWS).where(w_where))).mappings().all()
+            tokens = (await conn.execute(sa.select(TOKENS).where(t_where))).mappings().all()
+        out = {int(w["window_start"]): UsageLedger(int(w["requests"]), int(w["billable_requests"]), {})
+               for w in windows}
+        for t in tokens:
+            led = out.setdefault(int(t["window_start"]), UsageLedger())
+            led.models[t["model"]] = TierTokens(*(int(t[c]) for c in _TIERS))
+        return dict(sorted(out.items()))
+
+    async def put_usage(self, bucket: str, window_start: int, ledger: UsageLedger) -> None:
+        async with self._tx() as conn:
+            await conn.execute(sa.delete(TOKENS).where((TOKENS.c.bucket == bucket)
+                                                       & (TOKENS.c.window_start == window_start)))
+            stmt = self._ins(WINDOWS).values(bucket=bucket, window_start=window_start, requests=ledger.requests,
+                                             billable_requests=ledger.billable_requests)
+            await conn.execute(stmt.on_conflict_do_update(
+                index_elements=[WINDOWS.c.bucket, WINDOWS.c.window_start],
+                set_={"requests": stmt.excluded.requests, "billable_requests": stmt.excluded.billable_requests}))
+            for model, tiers in ledger.models.items():
+                await conn.execute(self._ins(TOKENS).values(bucket=bucket, window_start=window_start, model=model,
+                                                            **tiers.to_wire()))
+
+    async def add_usage(self, items: list[UsageItem]) -> None:
+        if not items:
+            return
+        async with self._tx() as conn:
+            for item in sorted(items, key=lambda i: (i.bucket, i.window_start)):   # one lock order: no deadlock
+                d = item.delta
+                stmt = self._ins(WINDOWS).values(bucket=item.bucket, window_start=item.window_start,
+                                                 requests=max(0, d.requests),
+                                                 billable_requests=max(0, d.billable_requests))
+                await conn.execute(stmt.on_conflict_do_update(
+                    index_elements=[WINDOWS.c.bucket, WINDOWS.c.window_start],
+                    set_={"requests": _floor_add(WINDOWS.c.requests, sa.literal(d.requests)),
+                          "billable_requests": _floor_add(WINDOWS.c.billable_requests,
+                                                          sa.literal(d.billable_requests))}))
+                for model, tiers in sorted(d.models.items()):
+                    vals = tiers.to_wire()
+                    stmt = self._ins(TOKENS).values(bucket=item.bucket, window_start=item.window_start, model=model,
+                                                    **{t: max(0, v) for t, v in vals.items()})
+                    await conn.execute(stmt.on_conflict_do_update(
+                        index_elements=[TOKENS.c.bucket, TOKENS.c.window_start, TOKENS.c.model],
+                        set_={t: _floor_add(TOKENS.c[t], sa.literal(v)) for t, v in vals.items()}))
+
+    # -- metering ----------------------------------------------------------------------------
+    async def add_metering(self, deltas: list[MeteringDelta]) -> None:
+        if not deltas:
+            return
+        async with self._tx() as conn:
+            for d in sorted(deltas, key=lambda d: d.row_key):
+                values = d.to_wire()
+                stmt = self._ins(METERING).values(**values)
+                set_: dict[str, Any] = {c: METERING.c[c] + stmt.excluded[c] for c in _METER_COUNTS}
+                if d.key_group_at_use:
+                    set_["key_group_at_use"] = stmt.excluded.key_group_at_use
+                await conn.execute(stmt.on_conflict_do_update(
+                    index_elements=[METERING.c.day, METERING.c.key_id, METERING.c.model, METERING.c.provider],
+                    set_=set_))
+
+    async def list_metering(self, day: str) -> list[MeteringRow]:
+        async with self._tx() as conn:
+            rows = (await conn.execute(sa.select(METERING).where(METERING.c.day == day).order_by(
+                METERING.c.key_id, METERING.c.model, METERING.c.provider))).mappings().all()
+        return [MeteringRow.from_wire(dict(r)) for r in rows]
+
+    async def purge_metering_before(self, day: str) -> int:
+        async with self._tx() as conn:
+            result = await conn.execute(sa.delete(METERING).where(METERING.c.day < day))
+        return int(result.rowcount or 0)
+
+    # -- audit -------------------------------------------------------------------------------
+    async def append_audit(self, record: AuditRecord) -> None:
+        values = record.to_wire()
+        async with self._tx() as conn:
+            result = await conn.execute(self._ins(AUDIT).values(**values).on_conflict_do_nothing())
+            if not result.rowcount:
+                old = (await conn.execute(sa.select(AUDIT).where(AUDIT.c.seq == record.seq))).mappings().first()
+                if old is not None and AuditRecord.from_wire(dict(old)) != record:
+                    raise StoreConflict(f"audit seq {record.seq} already holds a different record")
+
+    async def list_audit(self, after_seq: int = 0, limit: int = 1000) -> list[AuditRecord]:
+        async with self._tx() as conn:
+            rows = (await conn.execute(sa.select(AUDIT).where(AUDIT.c.seq > after_seq).order_by(AUDIT.c.seq)
+                                       .limit(max(0, limit)))).mappings().all()
+        return [AuditRecord.from_wire(dict(r)) for r in rows]
+
+    async def audit_tail(self, limit: int) -> list[AuditRecord]:
+        async with self._tx() as conn:
+            rows = (await conn.execute(sa.select(AUDIT).order_by(AUDIT.c.seq.desc())
+                                       .limit(max(0, limit)))).mappings().all()
+        return [AuditRecord.from_wire(dict(r)) for r in reversed(rows)]
+
+    # -- denylist ----------------------------------------------------------------------------
+    async def add_denylist(self, sub: str, reason: str, now: int) -> DenyEntry:
+        async with self._tx() as conn:
+            old = (await conn.execute(sa.select(DENY).where(DENY.c.sub == sub))).mappings().first()
+            if old is None:
+                revision = await self._bump(conn)
+                result = await conn.execute(self._ins(DENY).values(sub=sub, reason=reason, ts=now, revision=revision)
+                                            .on_conflict_do_nothing())
+                if result.rowcount:
+                    return DenyEntry(sub, reason, now, revision)
+                old = (await conn.execute(sa.select(DENY).where(DENY.c.sub == sub))).mappings().first()
+        return DenyEntry.from_wire(dict(old or {}))
+
+    async def list_denylist(self, since: int = 0) -> list[DenyEntry]:
+        async with self._tx() as conn:
+            rows = (await conn.execute(sa.select(DENY).where(DENY.c.revision > since)
+                                       .order_by(DENY.c.revision))).mappings().all()
+        return [DenyEntry.from_wire(dict(r)) for r in rows]
+
+    # -- credentials -------------------------------------------------------------------------
+    async def put_credential(self, credential: CredentialSecret) -> CredentialMeta:
+        m = credential.meta
+        async with self._tx() as conn:
+            key = (await conn.execute(sa.select(KEYS.c.deleted_at).where(KEYS.c.id == m.key_id)
+                                      .with_for_update())).first()
+            if key is None or key[0] is not None:
+                raise StoreNotFound(f"no live key {m.key_id!r} for credential {m.id!r}")
+            taken = (await conn.execute(sa.select(CREDS.c.id).where(
+                (CREDS.c.kind == m.kind) & (CREDS.c.public_id == m.public_id) & (CREDS.c.id != m.id)))).first()
+            if taken is not None:
+                raise StoreConflict(f"credential public id {m.public_id!r} is taken")
+            occupant = (await conn.execute(sa.select(CREDS.c.id, CREDS.c.revoked_at).where(
+                (CREDS.c.key_id == m.key_id) & (CREDS.c.kind == m.kind) & (CREDS.c.slot == m.slot)
+                & (CREDS.c.id != m.id)))).first()
+            if occupant is not None:
+                if occupant[1] is None:
+                    raise StoreConflict(f"slot {m.slot} of key {m.key_id!r} holds a live {m.kind} credential; "
+                                        f"revoke it first")
+                await conn.execute(sa.delete(CREDS).where(CREDS.c.id == occupant[0]))
+            revision = await self._bump(conn)
+            values = {**m.to_wire(), "revision": revision, "secret": credential.secret}
+            stmt = self._ins(CREDS).values(**values)
+            try:
+                await conn.execute(stmt.on_conflict_do_update(index_elements=[CREDS.c.id],
+                                                              set_={k: stmt.excluded[k] for k in values if k != "id"}))
+            except IntegrityError:
+                raise StoreConflict(f"credential {m.id!r} collides with a concurrent write; retry") from None
+        return CredentialMeta.from_wire({k: v for k, v in values.items() if k != "secret"})
+
+    async def list_credentials(self, key_id: str) -> list[CredentialMeta]:
+        async with self._tx() as conn:
+            rows = (await conn.execute(sa.select(CREDS).where(CREDS.c.key_id == key_id)
+                                       .order_by(CREDS.c.kind, CREDS.c.slot))).mappings().all()
+        return [CredentialMeta.from_wire({k: v for k, v in r.items() if k != "secret"}) for r in rows]
+
+    async def lookup_credential(self, kind: str, public_id: str) -> CredentialSecret | None:
+        async with self._tx() as conn:
+            row = (await conn.execute(sa.select(CREDS).where((CREDS.c.kind == kind)
+                                                             & (CREDS.c.public_id == public_id)))).mappings().first()
+        return _cred(dict(row)) if row else None
+
+    async def revoke_credential(self, credential_id: str, reason: str, now: int) -> CredentialMeta:
+        async with self._tx() as conn:
+            row = (await conn.execute(sa.select(CREDS).where(CREDS.c.id == credential_id)
+                                      .with_for_update())).mappings().first()
+            if row is None:
+                raise StoreNotFound(f"no credential {credential_id!r}")
+            values = dict(row)
+            if values["revoked_at"] is None:
+                values.update(revoked_at=now, revoke_reason=reason, revision=await self._bump(conn))
+                await conn.execute(sa.update(CREDS).where(CREDS.c.id == credential_id).values(
+                    revoked_at=now, revoke_reason=reason, revision=values["revision"]))
+        return _cred(values).meta
+
+    async def list_credentials_since(self, since: int = 0) -> list[CredentialSecret]:
+        async with self._tx() as conn:
+            rows = (await conn.execute(sa.select(CREDS).where(CREDS.c.revision > since)
+                                       .order_by(CREDS.c.revision))).mappings().all()
+        return [_cred(dict(r)) for r in rows]
+
+    # -- meta --------------------------------------------------------------------------------
+    async def get_meta(self, name: str) -> str | None:
+        async with self._tx() as conn:
+            value = (await conn.execute(sa.select(META.c.value).where(META.c.name == name))).scalar()
+        return None if value is None else str(value)
+
+    async def put_meta(self, name: str, value: str, *, only_if_absent: bool = False) -> str:
+        async with self._tx() as conn:
+            stmt = self._ins(META).values(name=name, value=value)
+            if only_if_absent:
+                await conn.execute(stmt.on_conflict_do_nothing())
+            else:
+                await conn.execute(stmt.on_conflict_do_update(index_elements=[META.c.name],
+                                                              set_={"value": stmt.excluded.value}))
+            stored = (await conn.execute(sa.select(META.c.value).where(META.c.name == name))).scalar()
+        return str(stored)
+
+
+def _reason(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip().splitlines()
+    return f"{type(orig).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _key_row(key: VirtualKey, revision: int) -> dict[str, Any]:
+    return {"id": key.id, "name": key.name, "generation": key.generation,
+            "allowed_pools": None if key.allowed_pools is None else json.dumps(key.allowed_pools),
+            "enabled": key.enabled, "created_at": key.created_at, "grp": key.group,
+            "labels": json.dumps(key.labels, sort_keys=True), "expires_at": key.expires_at,
+            "deleted_at": key.deleted_at, "revision": revision}
+
+
+def _key(row: dict[str, Any]) -> VirtualKey:
+    pools = row["allowed_pools"]
+    return VirtualKey(id=row["id"], name=row["name"], created_at=int(row["created_at"]),
+                      generation=int(row["generation"]), allowed_pools=None if pools is None else json.loads(pools),
+                      enabled=bool(row["enabled"]), group=row["grp"], labels=json.loads(row["labels"]),
+                      expires_at=row["expires_at"], deleted_at=row["deleted_at"], revision=int(row["revision"]))
+
+
+def _cred(row: dict[str, Any]) -> CredentialSecret:
+    secret = row.pop("secret")
+    return CredentialSecret(CredentialMeta.from_wire(row), secret)
