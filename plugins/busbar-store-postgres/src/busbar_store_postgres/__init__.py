@@ -13,26 +13,16 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from busbar_sdk.store import StoreInvalid, export_store
-from busbar_sdk.store.settings import REQUIRED, check_settings
+from busbar_sdk.store.settings import REQUIRED, check_settings, redact_url
 from busbar_sdk.store.sql import SqlStore
 from sqlalchemy.ext.asyncio import create_async_engine
 
-__all__ = ["PostgresStore", "plugin", "redact_url"]
+__all__ = ["PostgresStore", "plugin"]
 
 __version__ = "1.5.0"
 
 _SPEC = {"url": (str, REQUIRED), "pool_size": (int, 5), "connect_timeout_secs": (int, 5)}
 _SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
-
-
-def redact_url(url: str) -> str:
-    """``url`` with the password replaced by ``***`` (for messages and logs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "")
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
 
 
 class PostgresStore(SqlStore):

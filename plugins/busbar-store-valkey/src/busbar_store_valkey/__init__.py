@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis.asyncio as redis
 from busbar_sdk.store import (
@@ -45,12 +45,12 @@ from busbar_sdk.store import (
     export_store,
     newer_schema_message,
 )
-from busbar_sdk.store.settings import REQUIRED, check_settings
+from busbar_sdk.store.settings import REQUIRED, check_settings, redact_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["ValkeyStore", "plugin", "redact_url"]
+__all__ = ["ValkeyStore", "plugin"]
 
 __version__ = "1.5.0"
 
@@ -69,15 +69,6 @@ for i = 1, #ARGV, 3 do
 end
 return 1
 """
-
-
-def redact_url(url: str) -> str:
-    """``url`` with the password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 class ValkeyStore(Store):

@@ -206,7 +206,8 @@ class UsageDelta:
     billable_requests: int = 0
     models: dict[str, TierTokens] = field(default_factory=dict)
 
-    to_wire = UsageLedger.to_wire
+    def to_wire(self) -> dict[str, Any]:
+        return UsageLedger(self.requests, self.billable_requests, self.models).to_wire()
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "delta") -> UsageDelta:

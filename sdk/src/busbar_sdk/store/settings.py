@@ -8,10 +8,11 @@ returns the settings with defaults filled in, or raises
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from busbar_sdk.store.errors import StoreInvalid
 
-__all__ = ["REQUIRED", "check_settings"]
+__all__ = ["REQUIRED", "check_settings", "redact_url"]
 
 REQUIRED = object()
 
@@ -43,3 +44,12 @@ def check_settings(settings: dict[str, Any], spec: dict[str, tuple[type, Any]], 
     if faults:
         raise StoreInvalid("\n".join(faults))
     return out
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for messages and logs); unchanged without one."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))

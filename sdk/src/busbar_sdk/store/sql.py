@@ -35,7 +35,13 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from busbar_sdk.store.contract import SCHEMA_VERSION, Store, newer_schema_message
-from busbar_sdk.store.errors import StoreConflict, StoreError, StoreNotFound, StoreSchemaError, StoreUnavailable
+from busbar_sdk.store.errors import (
+    StoreConflict,
+    StoreError,
+    StoreNotFound,
+    StoreSchemaError,
+    StoreUnavailable,
+)
 from busbar_sdk.store.records import (
     AuditRecord,
     CredentialMeta,
@@ -146,11 +152,8 @@ class SqlStore(Store):
 
     def _ins(self, table: sa.Table) -> Any:
         if self._insert is None:
-            if self.engine.dialect.name == "postgresql":
-                from sqlalchemy.dialects.postgresql import insert
-            else:
-                from sqlalchemy.dialects.sqlite import insert
-            self._insert = insert
+            from sqlalchemy.dialects import postgresql, sqlite
+            self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         return self._insert(table)
 
     @asynccontextmanager
