@@ -306,39 +306,54 @@ class SqlStore(Store):
     async def add_usage(self, items: list[UsageItem]) -> None:
         if not items:
             return
+        windows: list[dict[str, Any]] = []
+        tokens: list[dict[str, Any]] = []
+        for item in sorted(items, key=lambda i: (i.bucket, i.window_start)):   # one lock order: no deadlock
+            d = item.delta
+            windows.append({"bucket": item.bucket, "window_start": item.window_start,
+                            "i_requests": max(0, d.requests), "d_requests": d.requests,
+                            "i_billable": max(0, d.billable_requests), "d_billable": d.billable_requests})
+            for model, tiers in sorted(d.models.items()):
+                row: dict[str, Any] = {"bucket": item.bucket, "window_start": item.window_start, "model": model}
+                for t, v in tiers.to_wire().items():
+                    row[f"i_{t}"], row[f"d_{t}"] = max(0, v), v
+                tokens.append(row)
         async with self._tx() as conn:
-            for item in sorted(items, key=lambda i: (i.bucket, i.window_start)):   # one lock order: no deadlock
-                d = item.delta
-                stmt = self._ins(WINDOWS).values(bucket=item.bucket, window_start=item.window_start,
-                                                 requests=max(0, d.requests),
-                                                 billable_requests=max(0, d.billable_requests))
-                await conn.execute(stmt.on_conflict_do_update(
-                    index_elements=[WINDOWS.c.bucket, WINDOWS.c.window_start],
-                    set_={"requests": _floor_add(WINDOWS.c.requests, sa.literal(d.requests)),
-                          "billable_requests": _floor_add(WINDOWS.c.billable_requests,
-                                                          sa.literal(d.billable_requests))}))
-                for model, tiers in sorted(d.models.items()):
-                    vals = tiers.to_wire()
-                    stmt = self._ins(TOKENS).values(bucket=item.bucket, window_start=item.window_start, model=model,
-                                                    **{t: max(0, v) for t, v in vals.items()})
-                    await conn.execute(stmt.on_conflict_do_update(
-                        index_elements=[TOKENS.c.bucket, TOKENS.c.window_start, TOKENS.c.model],
-                        set_={t: _floor_add(TOKENS.c[t], sa.literal(v)) for t, v in vals.items()}))
+            await conn.execute(self._add_windows(), windows)          # one executemany per table
+            if tokens:
+                await conn.execute(self._add_tokens(), tokens)
+
+    def _add_windows(self) -> Any:
+        stmt = self._ins(WINDOWS).values(bucket=sa.bindparam("bucket"), window_start=sa.bindparam("window_start"),
+                                         requests=sa.bindparam("i_requests"),
+                                         billable_requests=sa.bindparam("i_billable"))
+        return stmt.on_conflict_do_update(
+            index_elements=[WINDOWS.c.bucket, WINDOWS.c.window_start],
+            set_={"requests": _floor_add(WINDOWS.c.requests, sa.bindparam("d_requests")),
+                  "billable_requests": _floor_add(WINDOWS.c.billable_requests, sa.bindparam("d_billable"))})
+
+    def _add_tokens(self) -> Any:
+        stmt = self._ins(TOKENS).values(bucket=sa.bindparam("bucket"), window_start=sa.bindparam("window_start"),
+                                        model=sa.bindparam("model"), **{t: sa.bindparam(f"i_{t}") for t in _TIERS})
+        return stmt.on_conflict_do_update(
+            index_elements=[TOKENS.c.bucket, TOKENS.c.window_start, TOKENS.c.model],
+            set_={t: _floor_add(TOKENS.c[t], sa.bindparam(f"d_{t}")) for t in _TIERS})
 
     # -- metering ----------------------------------------------------------------------------
     async def add_metering(self, deltas: list[MeteringDelta]) -> None:
         if not deltas:
             return
+        rows = [d.to_wire() for d in sorted(deltas, key=lambda d: d.row_key)]
+        for row in rows:
+            row["keep_group"] = row["key_group_at_use"] == ""
+        stmt = self._ins(METERING).values(**{c.name: sa.bindparam(c.name) for c in METERING.columns})
+        set_: dict[str, Any] = {c: METERING.c[c] + stmt.excluded[c] for c in _METER_COUNTS}
+        set_["key_group_at_use"] = sa.case((sa.bindparam("keep_group", type_=sa.Boolean),
+                                            METERING.c.key_group_at_use), else_=stmt.excluded.key_group_at_use)
         async with self._tx() as conn:
-            for d in sorted(deltas, key=lambda d: d.row_key):
-                values = d.to_wire()
-                stmt = self._ins(METERING).values(**values)
-                set_: dict[str, Any] = {c: METERING.c[c] + stmt.excluded[c] for c in _METER_COUNTS}
-                if d.key_group_at_use:
-                    set_["key_group_at_use"] = stmt.excluded.key_group_at_use
-                await conn.execute(stmt.on_conflict_do_update(
-                    index_elements=[METERING.c.day, METERING.c.key_id, METERING.c.model, METERING.c.provider],
-                    set_=set_))
+            await conn.execute(stmt.on_conflict_do_update(
+                index_elements=[METERING.c.day, METERING.c.key_id, METERING.c.model, METERING.c.provider],
+                set_=set_), rows)
 
     async def list_metering(self, day: str) -> list[MeteringRow]:
         async with self._tx() as conn:
