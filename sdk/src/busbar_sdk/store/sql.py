@@ -158,8 +158,15 @@ class SqlStore(Store):
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[AsyncConnection]:
+        """One transaction; a failure to connect (refused, timed out, rejected by the server's
+        authentication or TLS rules) is :class:`StoreUnavailable` naming the target."""
         try:
-            async with self.engine.begin() as conn:
+            conn = await self.engine.connect()
+        except (SQLAlchemyError, OSError, ConnectionError, asyncio.TimeoutError) as exc:
+            raise StoreUnavailable(self._clean(f"{self.backend} at {self.where} is unavailable: "
+                                               f"{_reason(exc)}")) from None
+        try:
+            async with conn.begin():
                 yield conn
         except StoreError:
             raise
@@ -173,6 +180,8 @@ class SqlStore(Store):
             raise StoreError(self._clean(f"{self.backend}: {_reason(exc)}")) from None
         except SQLAlchemyError as exc:
             raise StoreError(self._clean(f"{self.backend}: {_reason(exc)}")) from None
+        finally:
+            await conn.close()
 
     async def _bump(self, conn: AsyncConnection) -> int:
         row = (await conn.execute(sa.update(COUNTERS).where(COUNTERS.c.name == "revision")
