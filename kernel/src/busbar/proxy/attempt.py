@@ -21,8 +21,8 @@ from typing import Any
 from busbar.ir.model import StreamError
 from busbar.proto.base import UpstreamErrorInfo
 from busbar.proto.errors import ProtoError
-from busbar.proxy.disposition import classify, parse_retry_after
 from busbar.proxy.credentials import CredentialError
+from busbar.proxy.disposition import classify, parse_retry_after
 from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, prepare, read_upstream_error
 from busbar.proxy.translate import Call, build_body
 from busbar.proxy.upstream import UpstreamError, UpstreamResponse
@@ -102,7 +102,7 @@ async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> Attempt
     except TimeoutError:
         return AttemptFailure("timeout", 0, None, None,
                               reason="attempt_timeout" if by_attempt_cap else "timeout")
-    except Exception as e:  # UpstreamError, the SSRF guard and other connect-time refusals
+    except Exception as e:  # noqa: BLE001 - UpstreamError, the SSRF guard and other connect-time refusals
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
     status = resp.status
     if status >= 300:
@@ -161,7 +161,7 @@ async def _read_first(resp: UpstreamResponse, provider) -> AttemptSuccess | Atte
     except UpstreamError as e:
         await resp.aclose()
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
-    except Exception as e:  # an undecodable upstream stream is the upstream's fault: fail over
+    except Exception as e:  # noqa: BLE001 - an undecodable upstream stream is the upstream's fault: fail over
         await resp.aclose()
         log.warning("undecodable stream from %s: %r", provider.name, e)
         return AttemptFailure("server_error", 0, UpstreamErrorInfo(None, "malformed upstream stream"), None,

@@ -30,11 +30,11 @@ import math
 from busbar.hooks.plan import Plan
 from busbar.proto.base import ErrorKind
 from busbar.proxy.attempt import AttemptFailure, attempt
-from busbar.proxy.translate import Call
 from busbar.proxy.disposition import CLIENT, CONTEXT, HARD_DOWN, effect
 from busbar.proxy.relay import Reply, error_reply, relay_failure, stream_reply, whole_reply
 from busbar.proxy.runtime import Lane, Member, Pool
 from busbar.proxy.select import affinity_pick, least_bad, soonest_cooldown, swrr_pick
+from busbar.proxy.translate import Call
 
 log = logging.getLogger("busbar")
 
@@ -228,7 +228,7 @@ async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float, pool: st
         release()
         try:
             reply = whole_reply(call, lane, res)
-        except Exception as e:      # an untranslatable 2xx body is the upstream's fault: fail over
+        except Exception as e:  # noqa: BLE001 - an untranslatable 2xx body is the upstream's fault: fail over
             log.warning("pool %s: undecodable response from %s: %r", pool, lane.name, e)
             if charged:
                 lane.budget += 1

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from busbar.config.load import LoadedConfig
 from busbar.config.schema import BreakerConfig, ModelConfig
@@ -63,7 +63,7 @@ class Gateway:
     @classmethod
     def build(cls, loaded: LoadedConfig, env: Mapping[str, str], *, clock: Callable[[], float] = time.monotonic,
               transport=None, module_resolver=None,
-              plugins=None) -> "Gateway":
+              plugins=None) -> Gateway:
         cfg = loaded.config
         providers: dict[str, Provider] = {}
         for name, dep in cfg.providers.items():
@@ -127,7 +127,7 @@ class Gateway:
         for pool in self.pools.values():
             if any(m.usable(now) for m in pool.members):
                 return True
-        return any(l.usable(now) and l.default_cell.admits(now) for l in self.lanes.values())
+        return any(lane.usable(now) and lane.default_cell.admits(now) for lane in self.lanes.values())
 
     async def aclose(self) -> None:
         if self.hooks is not None:

@@ -19,8 +19,8 @@ import logging
 import orjson
 
 from busbar.ir.model import IrMessage, IrRequest, TextBlock
-from busbar.proxy.disposition import HARD_DOWN, TRANSIENT, classify, effect, parse_retry_after
 from busbar.proxy.credentials import CredentialError
+from busbar.proxy.disposition import HARD_DOWN, TRANSIENT, classify, effect, parse_retry_after
 from busbar.proxy.egress import prepare, read_upstream_error
 from busbar.proxy.runtime import Lane
 from busbar.proxy.upstream import UpstreamError, fetch

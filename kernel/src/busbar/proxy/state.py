@@ -22,8 +22,8 @@ import json
 import logging
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from busbar.proxy.breaker import CLOSED, STATE_NAMES
 
@@ -53,11 +53,11 @@ def snapshot(gw) -> dict:
     """The JSON-ready snapshot of ``gw`` now (monotonic deadlines converted to wall-clock)."""
     now_m, now_w = gw.clock(), time.time()
     to_wall = lambda t: now_w + (t - now_m) if t > now_m else 0.0  # noqa: E731
-    cells = [{"pool": p, "lane": l, "state": STATE_NAMES[c.state], "trips": c.trips,
+    cells = [{"pool": p, "lane": ln, "state": STATE_NAMES[c.state], "trips": c.trips,
               "cooldown_until": to_wall(c.cooldown_until)}
-             for p, l, c in _cells(gw) if c.state != CLOSED or c.cooldown_until > now_m]
-    lanes = [{"lane": n, "hard_down_until": to_wall(l.hard_down_until), "budget": l.budget,
-              "max_requests": gw.config.models[n].max_requests} for n, l in gw.lanes.items()]
+             for p, ln, c in _cells(gw) if c.state != CLOSED or c.cooldown_until > now_m]
+    lanes = [{"lane": n, "hard_down_until": to_wall(lane.hard_down_until), "budget": lane.budget,
+              "max_requests": gw.config.models[n].max_requests} for n, lane in gw.lanes.items()]
     return {"version": VERSION, "saved_at": now_w, "cells": cells, "lanes": lanes}
 
 
@@ -79,7 +79,7 @@ def restore(gw, path: Path) -> bool:
             raise ValueError("unknown format or version")
         now_m, now_w = gw.clock(), time.time()
         to_mono = lambda t: now_m + (t - now_w) if t > now_w else 0.0  # noqa: E731
-        cells = {(p, l): c for p, l, c in _cells(gw)}
+        cells = {(p, ln): c for p, ln, c in _cells(gw)}
         for e in data.get("cells", []):
             cell = cells.get((str(e["pool"]), str(e["lane"])))
             if cell is None:

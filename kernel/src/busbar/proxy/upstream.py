@@ -134,7 +134,7 @@ class _AiohttpChunks:
     def __init__(self, content: aiohttp.StreamReader):
         self._content = content
 
-    def __aiter__(self) -> "_AiohttpChunks":
+    def __aiter__(self) -> _AiohttpChunks:
         return self
 
     async def __anext__(self) -> bytes:
@@ -247,7 +247,7 @@ class _HttpxChunks:
         self._it = it
         self._pending: asyncio.Future | None = None
 
-    def __aiter__(self) -> "_HttpxChunks":
+    def __aiter__(self) -> _HttpxChunks:
         return self
 
     async def __anext__(self) -> bytes:

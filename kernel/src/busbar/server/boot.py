@@ -12,8 +12,8 @@ Source: seeds 001 "plugins" (fail-closed guarantees), "providers" (secret refere
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 
 class BootError(Exception):

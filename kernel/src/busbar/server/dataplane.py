@@ -20,9 +20,9 @@ import orjson
 from busbar.proto.base import ErrorKind
 from busbar.proto.errors import ProtoError
 from busbar.proto.registry import get_dialect
-from busbar.proxy.translate import Call
 from busbar.proxy.engine import forward
 from busbar.proxy.relay import error_reply
+from busbar.proxy.translate import Call
 from busbar.server.asgi_io import read_body, run_cancellable, send_reply
 from busbar.server.routes import match
 
@@ -113,7 +113,7 @@ class DataPlane:
         call = Call(dialect, body, raw, stream, headers, name, route.shims)
         try:
             if _needs_ir_check(call, target):
-                call.ir  # validate the body's shape before any upstream work
+                call.ir  # noqa: B018 - evaluating the property validates the body's shape before any upstream work
         except ProtoError as e:
             return error_reply(dialect, e.status, e.kind, e.message), None
         except (TypeError, ValueError, KeyError, AttributeError) as e:   # a field of the wrong type
@@ -134,4 +134,4 @@ def _needs_ir_check(call: Call, target) -> bool:
     """Cross-protocol targets need the IR anyway; parse it up front so a bad body is a clean 400."""
     members = getattr(target, "members", None)
     lanes = [m.lane for m in members] if members is not None else [target]
-    return any(l.provider.dialect is not call.ingress for l in lanes)
+    return any(lane.provider.dialect is not call.ingress for lane in lanes)
