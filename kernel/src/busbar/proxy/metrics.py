@@ -42,6 +42,10 @@ class NullMetrics:
     def policy_selection(self, policy: str, pool: str) -> None: ...
     def policy_rejection(self, policy: str, pool: str, status: int) -> None: ...
 
+    def render(self) -> bytes:
+        """Nothing is recorded: the empty exposition (``/metrics`` is not served while disabled)."""
+        return b""
+
 
 class Metrics(NullMetrics):
     """Live counters plus a scrape-time collector over the gateway's lanes and cells."""

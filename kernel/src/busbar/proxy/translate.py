@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import copy
 import logging
+from typing import TYPE_CHECKING
 
 import orjson
 
 from busbar.ir.model import IrRequest, ReasoningAsk
 from busbar.proto.base import accepts_keyword
+
+if TYPE_CHECKING:
+    from busbar.hooks.run import HookRun
 
 log = logging.getLogger("busbar.translate")
 
@@ -52,7 +56,7 @@ class Call:
         self._ir: IrRequest | None = None
         self.shims = shims or {}
         self.reencode = bool(self.shims)
-        self.hooks = None            # busbar.hooks.HookRun while hooks observe this request
+        self.hooks: HookRun | None = None   # while hooks observe this request
         self.rewritten = False       # a hook replaced the body: every hop re-serializes the IR
         self.strict = False          # the pool refuses lossy translation (translation: strict)
 
