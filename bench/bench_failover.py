@@ -24,8 +24,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from busbar_mock_provider.process import MockProcess  # noqa: E402
-from tests.support.gateway import BusbarProcess  # noqa: E402
+from busbar_mock_provider.process import MockProcess
+
+from tests.support.gateway import BusbarProcess
 
 CONFIG = """
 listen: "127.0.0.1:{port}"

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 for sub in ("busbar-store-sqlite", "busbar-store-postgres", "busbar-store-valkey"):
     sys.path.insert(0, str(REPO / "plugins" / sub / "src"))
 
-from busbar_sdk.store import MemoryStore, Store, TierTokens, UsageDelta, UsageItem  # noqa: E402
+from busbar_sdk.store import MemoryStore, Store, TierTokens, UsageDelta, UsageItem
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 

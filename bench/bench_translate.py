@@ -16,9 +16,17 @@ import statistics
 import time
 
 import orjson
-
-from busbar.ir.model import (IrMessage, IrRequest, IrResponse, IrTool, StopReason, TextBlock,
-                             ToolResultBlock, ToolUseBlock, Usage)
+from busbar.ir.model import (
+    IrMessage,
+    IrRequest,
+    IrResponse,
+    IrTool,
+    StopReason,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
 from busbar.proto.registry import DIALECTS
 
 

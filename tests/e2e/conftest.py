@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import pytest
-
 from busbar_mock_provider.process import MockProcess
+
 from tests.support.gateway import BusbarProcess
 
 KEYS = {"T_OPENAI_KEY": "sk-test-openai", "T_ANTHROPIC_KEY": "sk-ant-api-test"}

@@ -74,7 +74,7 @@ class OpenAIResponses(OpenAIChat):
     def tool_round_trip(self, pool, tool_result):
         tools = [{"type": "function", "name": "get_weather", "parameters": WEATHER_SCHEMA}]
         first = self.c.responses.create(model=pool, input="weather?", tools=tools)
-        call = [o for o in first.output if o.type == "function_call"][0]
+        call = next(o for o in first.output if o.type == "function_call")
         follow = [{"role": "user", "content": "weather?"}, call.model_dump(exclude_none=True),
                   {"type": "function_call_output", "call_id": call.call_id, "output": tool_result}]
         second = self.c.responses.create(model=pool, input=follow, tools=tools)
@@ -100,7 +100,7 @@ class Anthropic:
         tools = [{"name": "get_weather", "input_schema": WEATHER_SCHEMA}]
         msgs = [{"role": "user", "content": "weather?"}]
         first = self.c.messages.create(model=pool, max_tokens=256, messages=msgs, tools=tools)
-        use = [b for b in first.content if b.type == "tool_use"][0]
+        use = next(b for b in first.content if b.type == "tool_use")
         msgs += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
                                                "content": tool_result}]}]
@@ -176,7 +176,7 @@ class Bedrock:
         tools = {"tools": [{"toolSpec": {"name": "get_weather", "inputSchema": {"json": WEATHER_SCHEMA}}}]}
         msgs = [{"role": "user", "content": [{"text": "weather?"}]}]
         first = self.c.converse(modelId=pool, messages=msgs, toolConfig=tools)
-        use = [b["toolUse"] for b in first["output"]["message"]["content"] if "toolUse" in b][0]
+        use = next(b["toolUse"] for b in first["output"]["message"]["content"] if "toolUse" in b)
         msgs += [first["output"]["message"],
                  {"role": "user", "content": [{"toolResult": {"toolUseId": use["toolUseId"],
                                                               "content": [{"text": tool_result}]}}]}]

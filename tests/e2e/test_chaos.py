@@ -141,7 +141,6 @@ def test_chaos_no_request_lost_no_leaks(gw, mock):
 
 
 def test_all_members_down_every_request_503_within_budget(gw, mock):
-    err = {"error": {"message": "down", "type": "server_error", "param": None, "code": None}}
     mock.script([{"match": {"model": "dead-1"}, "times": -1, "response": {"hang": True}},
                  {"match": {"model": "dead-2"}, "times": -1, "response": {"status": 503, "body": {
                      "type": "error", "error": {"type": "overloaded_error", "message": "down"}}}}])

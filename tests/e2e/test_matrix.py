@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from busbar.proto.registry import DIALECTS
+
 from tests.e2e.matrix_clients import CLIENTS, PROTOCOL_ERRORS, PROVIDERS
 
 AVAILABLE = [p for p in PROVIDERS if p in DIALECTS]
@@ -126,7 +126,7 @@ def test_rate_limit(gw, mock, client, proto):
     c = CLIENTS[client](gw.url)
 
     def check():
-        status, body, headers = PROTOCOL_ERRORS[proto]
+        _status, body, headers = PROTOCOL_ERRORS[proto]
         mock.script([{"match": {"model": f"m-{proto}"}, "times": 1,
                       "response": {"status": 429, "body": body, "headers": headers}}])
         c.expect_rate_limited(f"to-{proto}")

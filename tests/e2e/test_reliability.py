@@ -242,9 +242,8 @@ def test_midstream_drop_refunds_the_budget(gw, mock):
     mock.script([{"match": {"model": "budget-a"}, "times": 1,
                   "response": {"text": "a b c d", "drop_after": 2}}])
     with oa(gw).chat.completions.with_streaming_response.create(model="budget", stream=True,
-                                                               messages=MSG) as resp:
-        with pytest.raises(openai.APIError):
-            list(resp.parse())
+                                                               messages=MSG) as resp, pytest.raises(openai.APIError):
+        list(resp.parse())
     assert metric(gw, "busbar_lane_budget_remaining", lane="budget-a") == 2        # refunded
     for _ in range(2):
         raw = oa(gw).chat.completions.with_raw_response.create(model="budget", messages=MSG)

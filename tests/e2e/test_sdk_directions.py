@@ -144,7 +144,7 @@ def test_anthropic_sdk_tool_round_trip(an, pool, stream):
     else:
         first = an.messages.create(model=pool, max_tokens=300, messages=msgs, tools=TOOLS_AN)
     assert first.stop_reason == "tool_use"
-    use = [b for b in first.content if b.type == "tool_use"][0]
+    use = next(b for b in first.content if b.type == "tool_use")
     assert use.name == "get_weather" and use.input == {"city": "test"}
     msgs += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
              {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,

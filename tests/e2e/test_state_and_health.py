@@ -70,7 +70,7 @@ def test_open_breaker_and_budget_survive_restart(tmp_path, mock):
     cells = {(c["pool"], c["lane"]): c for c in saved["cells"]}
     assert cells[("sticky", "st-a")]["state"] == "open"
     assert cells[("sticky", "st-a")]["cooldown_until"] > time.time() + 40
-    lanes = {l["lane"]: l for l in saved["lanes"]}
+    lanes = {lane["lane"]: lane for lane in saved["lanes"]}
     assert lanes["st-a"]["budget"] == 9 and lanes["st-a"]["max_requests"] == 10
     mock.clear()
     with BusbarProcess(cfg, tmp_path, env=env) as gw:

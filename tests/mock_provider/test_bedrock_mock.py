@@ -11,9 +11,9 @@ import httpx
 import pytest
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.eventstream import EventStreamBuffer  # type: ignore[import-untyped]
-from busbar_mock_provider.process import MockProcess
 from busbar.ir.model import BlockDelta, IrMessage, IrRequest, StopReason, StreamError, TextBlock
 from busbar.proto.bedrock import DIALECT as BEDROCK
+from busbar_mock_provider.process import MockProcess
 
 from .conftest import WEATHER_ARGS, WEATHER_SCHEMA, fixture_bytes
 

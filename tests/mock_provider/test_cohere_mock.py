@@ -10,10 +10,10 @@ from typing import Any
 import cohere
 import httpx
 import pytest
-from busbar_mock_provider.fixtures import split_sse
-from busbar_mock_provider.process import MockProcess
 from busbar.ir.model import BlockDelta, BlockStart, StopReason, StreamError, TextBlock, ToolUseBlock
 from busbar.proto.cohere import DIALECT
+from busbar_mock_provider.fixtures import split_sse
+from busbar_mock_provider.process import MockProcess
 
 from .conftest import WEATHER_ARGS, WEATHER_SCHEMA, fixture_bytes
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from busbar_mock_provider.process import MockProcess
 from busbar.ir.model import BlockDelta, IrMessage, IrRequest, MessageDelta, StopReason, StreamError, TextBlock
 from busbar.proto.gemini import DIALECT as GEMINI
 from busbar.proto.sse import SseParser
+from busbar_mock_provider.process import MockProcess
 
 from .conftest import WEATHER_ARGS, WEATHER_SCHEMA, fixture_bytes
 

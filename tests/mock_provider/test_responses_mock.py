@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from busbar_mock_provider.fixtures import split_sse
-from busbar_mock_provider.process import MockProcess
 from busbar.ir.model import BlockDelta, BlockStart, MessageDelta, StopReason, StreamError, ToolUseBlock
 from busbar.proto.responses import DIALECT
+from busbar_mock_provider.fixtures import split_sse
+from busbar_mock_provider.process import MockProcess
 
 from .conftest import WEATHER_ARGS, WEATHER_SCHEMA, fixture_bytes
 

@@ -94,7 +94,7 @@ def test_busbar_open(pack, plugdir, keys, load) -> None:
     def failing(settings: dict[str, Any]) -> object:
         raise ValueError("bad settings: threshold must be > 0")
     plugin.binding.open = failing  # type: ignore[union-attr]
-    with pytest.raises(PluginOpenError, match="plugins/p.tar.gz: busbar_open raised ValueError: bad settings"):
+    with pytest.raises(PluginOpenError, match=r"plugins/p.tar.gz: busbar_open raised ValueError: bad settings"):
         plugin.open({})
     plugin.binding.open = lambda settings: None  # type: ignore[union-attr]
     with pytest.raises(PluginOpenError, match="busbar_open returned None"):
@@ -116,7 +116,7 @@ def test_busbar_call(pack, plugdir, keys, load) -> None:
         return value
     plugin.binding.call = broken  # type: ignore[union-attr]
     inst2 = plugin.open({})
-    with pytest.raises(PluginCallError, match="plugins/p.tar.gz: busbar_call raised ValueError: db down") as err:
+    with pytest.raises(PluginCallError, match=r"plugins/p.tar.gz: busbar_call raised ValueError: db down") as err:
         inst2.call(decide())
     assert isinstance(err.value.__cause__, ValueError)
     with pytest.raises(PluginCallError, match="busbar_call returned list, not a dict"):

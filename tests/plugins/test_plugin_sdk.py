@@ -68,7 +68,7 @@ def test_decide_model_ignores_unknown_fields_keeps_signals_and_redacts() -> None
     assert msg.candidates[1].tier is None  # absent on the wire, None here
     text = repr(msg)
     assert "SSN" not in text and "secret system prompt" not in text and "alice" not in text
-    with pytest.raises(PayloadError, match="decide message: candidates.0.idx"):
+    with pytest.raises(PayloadError, match=r"decide message: candidates.0.idx"):
         parse_hook_message({"op": "decide", "candidates": [{"model": "no idx"}]})
 
 

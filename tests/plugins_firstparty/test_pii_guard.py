@@ -71,12 +71,12 @@ def test_management_and_settings(load_plugin) -> None:
     assert inst.call({"op": "future_op"}) == {} and inst.call({"future_key": 1}) == {}
     assert inst.call(per_request("notify", request())) == {}
     assert inst.configure({}, settings_version=5) == {"ack": {"settings_version": 5}}
-    with pytest.raises(ValueError, match="settings.status"):
+    with pytest.raises(ValueError, match=r"settings.status"):
         inst.configure({"status": 503}, settings_version=6)
     assert inst.call({"describe": True})["schema"]["properties"]["status"]["default"] == 451
     status = inst.call({"status": True})["status"]
     assert status["settings_version"] == 5
     assert {(m["name"], (m.get("labels") or {}).get("detector")): m["value"] for m in status["metrics"]} == {
         ("pii_guard_screened_total", None): 2, ("pii_guard_rejected_total", "card"): 1}
-    with pytest.raises(ValueError, match="settings.detectors"):
+    with pytest.raises(ValueError, match=r"settings.detectors"):
         plugin.open({"detectors": ["email"]})

@@ -133,7 +133,7 @@ def test_settings_retune_the_policy(router) -> None:
     assert inst.call(REQUEST_B)["order"][0] == 2  # without the boost, sonnet's signals win the batch job
     with pytest.raises(Exception, match="unknown bucket"):
         inst.configure({"buckets": {"vip": {}}}, settings_version=3)
-    with pytest.raises(Exception, match="settings.boost"):
+    with pytest.raises(Exception, match=r"settings.boost"):
         router.open({"boost": -1})
     status = inst.call({"status": True})["status"]
     assert status["settings_version"] == 2

@@ -71,7 +71,7 @@ def test_conformance_against_a_real_sidecar(webrequest, reverse_sidecar) -> None
         assert inst.call({"op": "no-such-op-yet", "request": {}}) == {}
         assert inst.call({"no_such_management_key": True}) == {}
         assert inst.call(per_request("notify", request())) == {}
-        with pytest.raises(Exception, match="settings.url is required"):
+        with pytest.raises(Exception, match=r"settings.url is required"):
             inst.configure({}, settings_version=7)
         settings = {"url": reverse_sidecar.url + "/hook"}
         assert inst.configure(settings, settings_version=7) == {"ack": {"settings_version": 7}}

@@ -89,7 +89,7 @@ def test_an_outage_keeps_every_delta_and_the_store_converges_when_it_returns(cap
         f = UsageFlusher(store, interval_s=0.01, registry=registry)
         runner = asyncio.create_task(f.run())
         store.down = True
-        for i in range(50):
+        for _ in range(50):
             f.add_usage("group:bob@day", 0, UsageDelta(1, 1, {"m": TierTokens(1)}))
             await asyncio.sleep(0.002)
         await asyncio.sleep(0.05)

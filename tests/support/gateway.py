@@ -35,11 +35,11 @@ class BusbarProcess:
         self.proc: subprocess.Popen | None = None
         self.log_path = tmp_path / f"busbar-{self.port}.log"
 
-    def start(self, timeout: float = 15.0) -> "BusbarProcess":
+    def start(self, timeout: float = 15.0) -> BusbarProcess:
         cmd = [str(BIN / "busbar"), "--config", str(self.config_path)]
         if self.providers:
             cmd += ["--providers", self.providers]
-        self._log = open(self.log_path, "wb")
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - the child writes it until stop()
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         deadline = time.time() + timeout

@@ -118,7 +118,7 @@ def serve(loaded) -> int:
     from busbar.server.lifecycle import run
 
     try:
-        gateway, reloader = boot(loaded, os.environ)
+        gateway, _reloader = boot(loaded, os.environ)
     except BootError as e:
         for line in e.faults:
             print(line, file=sys.stderr)

@@ -44,14 +44,25 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static checkers see the eager imports
-    from busbar_sdk._base import (AuthPlugin, HookPlugin, Plugin, PluginExport, SecretPlugin,
-                                  StorePlugin, export_plugin)
+    from busbar_sdk._base import AuthPlugin, HookPlugin, Plugin, PluginExport, SecretPlugin, StorePlugin, export_plugin
     from busbar_sdk._binding import PluginBinding
-    from busbar_sdk._errors import (ArtifactError, BindingError, BuildError, HostileArchiveError,
-                                    PayloadError, SdkError, SigningError)
+    from busbar_sdk._errors import (
+        ArtifactError,
+        BindingError,
+        BuildError,
+        HostileArchiveError,
+        PayloadError,
+        SdkError,
+        SigningError,
+    )
     from busbar_sdk._models_hook import Abstain, Order, Reject, Restrict, Rewrite
-    from busbar_sdk._versions import (AUTH_ABI_VERSION, HOOK_ABI_VERSION, SECRET_ABI_VERSION,
-                                      STORE_ABI_VERSION, TRANSPORT_VERSION)
+    from busbar_sdk._versions import (
+        AUTH_ABI_VERSION,
+        HOOK_ABI_VERSION,
+        SECRET_ABI_VERSION,
+        STORE_ABI_VERSION,
+        TRANSPORT_VERSION,
+    )
     from busbar_sdk.hookspec import hookimpl
 
 __version__ = "1.5.0"

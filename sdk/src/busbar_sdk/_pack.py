@@ -48,7 +48,8 @@ for src, out in json.loads(sys.argv[1]):
     try:
         backend = importlib.import_module(module)
     except ImportError as exc:
-        print("@@BUSBAR-ERROR@@ the build backend %s is not installed (%s); pip install %s" % (spec, exc, module.split(".")[0]))
+        print("@@BUSBAR-ERROR@@ the build backend %s is not installed (%s); pip install %s"
+              % (spec, exc, module.split(".")[0]))
         sys.exit(3)
     for part in filter(None, attr.split(".")):
         backend = getattr(backend, part)

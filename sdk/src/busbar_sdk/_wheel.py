@@ -84,7 +84,8 @@ def _member_fault(info: zipfile.ZipInfo, seen: set[str], limits: Limits) -> str 
         return f"duplicate {shown}"
     seen.add(key)
     if parts and parts[0].endswith(".data"):
-        return f"{shown} is in a .data directory, which installs outside the package tree; plugin wheels carry only importable code"
+        return (f"{shown} is in a .data directory, which installs outside the package tree; "
+                "plugin wheels carry only importable code")
     if info.file_size > limits.wheel_unpacked_bytes:
         return f"{shown} is {info.file_size} bytes uncompressed; the limit is {limits.wheel_unpacked_bytes}"
     if info.file_size > MiB and info.file_size > limits.wheel_ratio * max(info.compress_size, 1):
@@ -219,7 +220,7 @@ def extract_wheel(data: bytes, dest: Path, limits: Limits = DEFAULT_LIMITS) -> t
         with _open_zip(data) as zf:
             for info in _checked_members(zf, limits):
                 target = (root / info.filename).resolve()
-                if not target.is_relative_to(root) or target == root and not info.is_dir():
+                if not target.is_relative_to(root) or (target == root and not info.is_dir()):
                     raise HostileArchiveError(f"wheel member {info.filename!r} resolves outside the plugin directory")
                 if info.is_dir():
                     target.mkdir(parents=True, exist_ok=True)

@@ -166,7 +166,8 @@ def parse_hook_reply(reply: dict[str, Any]) -> HookReply:
         if type(status) is not int or not 400 <= status <= 499:
             status = 403
         message = body.get("message")
-        return Reject(status=status, message=message if isinstance(message, str) and message else DEFAULT_REJECT_MESSAGE)
+        return Reject(status=status,
+                      message=message if isinstance(message, str) and message else DEFAULT_REJECT_MESSAGE)
     try:
         if "rewrite" in reply:
             return Rewrite.model_validate(reply["rewrite"])

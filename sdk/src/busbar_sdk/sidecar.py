@@ -212,7 +212,7 @@ def serve(plugin: object, *, settings: dict[str, Any] | None = None, host: str =
     _run_until_interrupted(SidecarServer(plugin, host, port, settings=settings))
 
 
-def _run_until_interrupted(server: "SidecarServer") -> None:
+def _run_until_interrupted(server: SidecarServer) -> None:
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -1,10 +1,9 @@
 """``${VAR}`` interpolation: seeds 001 "Environment interpolation" (syntax, error cases, structural check)."""
 from __future__ import annotations
 
+import busbar.config.interpolate as interp
 import pytest
 import yaml
-
-import busbar.config.interpolate as interp
 from busbar.config.errors import ConfigError
 from busbar.config.interpolate import InterpolationError, interpolate, interpolate_and_parse
 
@@ -192,7 +191,7 @@ def test_several_culprits_in_one_collection() -> None:
 
 
 def test_interpolated_keys_may_vary() -> None:
-    text, data = interpolate_and_parse("models:\n  ${PREFIX}-chat: {provider: a}\n", {"PREFIX": "team"})
+    _text, data = interpolate_and_parse("models:\n  ${PREFIX}-chat: {provider: a}\n", {"PREFIX": "team"})
     assert data == {"models": {"team-chat": {"provider": "a"}}}
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from busbar.config.interpolate import InterpolationError, interpolate
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from busbar.config.interpolate import InterpolationError, interpolate
 
 PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F)) + "éß€中😀"
 PUNCT = ":/@.-#\",{}[]&*!|>'%?=+~`^;()<>\\ "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.hooks.conftest import body_of
-from tests.unit.hooks.test_hooks_on_error import FAILURES, MEMBERS, REASON, WHAT, pool
+from tests.unit.hooks.test_hooks_on_error import FAILURES, REASON, WHAT, pool
 from tests.unit.hooks.test_hooks_taps import wait_for
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import busbar.hooks as hooks_pkg
 from busbar.hooks import reattach
+
 from tests.unit.hooks.conftest import FakePlugin, FakePlugins, body_of
 
 GUARD = """

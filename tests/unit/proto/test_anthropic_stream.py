@@ -307,7 +307,7 @@ def test_c002_final_message_delta_carries_cache_split_usage() -> None:
 
 def test_c002_billing_figures_are_the_same_three() -> None:
     dec = OPENAI.stream_decoder()
-    delta = [e for e in dec.feed(C002_UPSTREAM) if isinstance(e, MessageDelta)][0]
+    delta = next(e for e in dec.feed(C002_UPSTREAM) if isinstance(e, MessageDelta))
     assert delta.usage == Usage(input_tokens=3136, output_tokens=40, cache_read_tokens=6752)
 
 

@@ -14,6 +14,7 @@ from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.bedrock import DIALECT
 from busbar.proto.bedrock.invoke import DIALECT as INVOKE
 from busbar.proto.openai import DIALECT as OPENAI
+
 from tests.support.canned import Canned
 
 boto3 = pytest.importorskip(

@@ -11,6 +11,7 @@ from busbar.ir.model import IrRequest, StreamEvent, TextBlock
 from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.gemini import DIALECT
 from busbar.proto.openai import DIALECT as OPENAI
+
 from tests.support.canned import Canned
 
 genai = pytest.importorskip(

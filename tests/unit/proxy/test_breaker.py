@@ -29,10 +29,13 @@ def test_error_rate_needs_min_requests_and_evicts_old():
     for t in range(3):
         assert c.record_failure(float(t)) is False       # fewer than min_requests outcomes
     c2 = cell(mode="error_rate", window_secs=30, threshold=0.5, min_requests=4)
-    c2.record_success(0); c2.record_success(1); c2.record_failure(2)
+    c2.record_success(0)
+    c2.record_success(1)
+    c2.record_failure(2)
     assert c2.record_failure(3) is True                  # 2/4 = 0.5 ≥ threshold
     c4 = cell(mode="error_rate", window_secs=5, threshold=0.9, min_requests=2)
-    c4.record_failure(0); c4.record_success(10)
+    c4.record_failure(0)
+    c4.record_success(10)
     assert c4.record_failure(10.5) is False              # the t=0 failure was evicted: 1/2 < 0.9
 
 

@@ -10,6 +10,7 @@ from busbar.proxy.gateway import Gateway
 from busbar.proxy.health import probe_once
 from busbar.proxy.upstream import AiohttpUpstream
 from busbar.security.ssrf import HostGuard, SsrfPolicy
+
 from tests.support.rawhttp import HOSTS, Hosts, Upstream
 
 CONFIG = """

@@ -7,11 +7,11 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
-
 from busbar.proxy import credentials as creds_mod
 from busbar.proxy.credentials import CredentialError, Credentials
 from busbar.proxy.upstream import AiohttpUpstream
 from busbar.security.ssrf import HostGuard, SsrfPolicy
+
 from tests.support.rawhttp import HOSTS, Hosts, Upstream
 
 

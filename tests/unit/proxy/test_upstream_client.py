@@ -11,9 +11,9 @@ import asyncio
 import socket
 
 import pytest
-
 from busbar.proxy.upstream import AiohttpUpstream, UpstreamError, form_request
 from busbar.security.ssrf import HostGuard, SsrfBlocked, SsrfPolicy
+
 from tests.support.rawhttp import HOSTS, Hosts, Upstream
 
 
@@ -157,7 +157,7 @@ async def test_transport_failures_are_upstream_errors() -> None:
                                   "(limits.upstream_request_timeout_secs)")
         await r.aclose()
         await c2.aclose()
-    with pytest.raises(UpstreamError, match="cannot resolve nowhere.example"):
+    with pytest.raises(UpstreamError, match=r"cannot resolve nowhere.example"):
         await c.send("POST", "https://nowhere.example/x", {}, b"{}")
     await c.aclose()
 
@@ -234,9 +234,9 @@ async def test_ssrf_guard_refuses_metadata_by_name_and_by_literal() -> None:
         await c.send("POST", "https://imds.attacker.example/latest/meta-data/", {}, b"")
     assert exc.value.reason == ("provider: imds.attacker.example resolved to 169.254.169.254, a "
                                 "cloud-metadata address; refused at connect time by the SSRF guard")
-    with pytest.raises(SsrfBlocked, match="resolved to 169.254.169.254, a cloud-metadata address"):
+    with pytest.raises(SsrfBlocked, match=r"resolved to 169.254.169.254, a cloud-metadata address"):
         await c.send("POST", "https://rebind.attacker.example/x", {}, b"")
-    with pytest.raises(SsrfBlocked, match="169.254.169.254 is a cloud-metadata endpoint"):
+    with pytest.raises(SsrfBlocked, match=r"169.254.169.254 is a cloud-metadata endpoint"):
         await c.send("POST", "http://169.254.169.254/latest/meta-data/", {}, b"")
     assert hosts.lookups == ["imds.attacker.example", "rebind.attacker.example"]   # literal: no DNS
     await c.aclose()

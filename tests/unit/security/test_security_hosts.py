@@ -6,11 +6,10 @@ from ipaddress import IPv4Address as V4
 from ipaddress import IPv6Address as V6
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from busbar.security.hosts import address_class, canonical_host, parse_host_or_network
 from busbar.security.ssrf import SsrfBlocked, SsrfPolicy
+from hypothesis import given
+from hypothesis import strategies as st
 
 IMDS = V4("169.254.169.254")
 

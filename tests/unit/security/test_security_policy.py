@@ -5,7 +5,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
 from busbar.security.ssrf import BUILTIN_METADATA_HOSTS, SsrfBlocked, SsrfPolicy
 
 PLAINTEXT = ("base_url uses http:// with a public host: plain HTTP would expose the API key on the wire; "

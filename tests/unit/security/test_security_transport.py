@@ -4,14 +4,11 @@ No network: the resolver is injected (a hosts table), the upstream is a local as
 """
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-
 from busbar.security import resolve as resolve_mod
-from tests.support.rawhttp import HOSTS, Hosts, Upstream
 from busbar.security.ssrf import (
     GuardedTransport,
     SsrfBlocked,
@@ -19,6 +16,9 @@ from busbar.security.ssrf import (
     guarded_async_client,
     guarded_transport,
 )
+
+from tests.support.rawhttp import HOSTS, Hosts, Upstream
+
 
 @pytest.fixture
 async def upstream() -> AsyncIterator[Upstream]:
@@ -109,23 +109,21 @@ REDIRECT = (b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/latest/meta
 
 async def test_redirect_to_metadata_is_not_followed() -> None:
     """C032 (d): a public upstream answering 302 -> IMDS; the redirect is returned, never followed."""
-    async with Upstream(REDIRECT) as up:
-        async with client_for(SsrfPolicy(), Hosts(HOSTS), timeout=5) as client:
-            r = await client.get(f"http://127.0.0.1:{up.port}/v1/chat/completions")
+    async with Upstream(REDIRECT) as up, client_for(SsrfPolicy(), Hosts(HOSTS), timeout=5) as client:
+        r = await client.get(f"http://127.0.0.1:{up.port}/v1/chat/completions")
     assert r.status_code == 302 and client.follow_redirects is False
 
 
 async def test_redirect_hop_is_checked_even_if_following_is_turned_on() -> None:
-    async with Upstream(REDIRECT) as up:
-        async with client_for(SsrfPolicy(), Hosts(HOSTS), follow_redirects=True) as client:
-            with pytest.raises(SsrfBlocked, match="169.254.169.254 is a cloud-metadata endpoint"):
-                await client.get(f"http://127.0.0.1:{up.port}/v1/chat/completions")
+    async with Upstream(REDIRECT) as up, client_for(SsrfPolicy(), Hosts(HOSTS), follow_redirects=True) as client:
+        with pytest.raises(SsrfBlocked, match=r"169.254.169.254 is a cloud-metadata endpoint"):
+            await client.get(f"http://127.0.0.1:{up.port}/v1/chat/completions")
     assert up.requests == 1
 
 
 async def test_resolution_failure_is_a_connect_error() -> None:
     async with client_for(SsrfPolicy(), Hosts({})) as client:
-        with pytest.raises(httpx.ConnectError, match="cannot resolve nowhere.example"):
+        with pytest.raises(httpx.ConnectError, match=r"cannot resolve nowhere.example"):
             await client.get("https://nowhere.example/")
 
 
@@ -139,7 +137,7 @@ async def test_default_resolver_is_monkeypatchable(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(resolve_mod, "system_resolver", fake)
     transport = guarded_transport(SsrfPolicy(), purpose="health probe", allow_private=True)
     async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
-        with pytest.raises(SsrfBlocked, match="ecs.example resolved to 169.254.170.2"):
+        with pytest.raises(SsrfBlocked, match=r"ecs.example resolved to 169.254.170.2"):
             await client.get("https://ecs.example/health")
     assert seen == ["ecs.example"]
 
@@ -148,7 +146,7 @@ async def test_allow_all_metadata_lifts_only_the_metadata_denylist() -> None:
     policy = SsrfPolicy(allow_all_metadata=True)
     async with client_for(policy, Hosts(HOSTS)) as client:
         # metadata is no longer refused by the guard; the name still may not rebind into private space
-        with pytest.raises(SsrfBlocked, match="10.0.0.5"):
+        with pytest.raises(SsrfBlocked, match=r"10.0.0.5"):
             await client.get("https://internal.attacker.example/")
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from busbar.server.asgi_io import read_body, run_cancellable, BodyReadTimeout
+from busbar.server.asgi_io import BodyReadTimeout, read_body, run_cancellable
 
 
 class Client:

@@ -342,7 +342,7 @@ class _Interpolation:
             raise InterpolationError(self.faults)
         return real_text, data
 
-    def _trial_parse(self, name: str) -> Node | None | BaseException:
+    def _trial_parse(self, name: str) -> Node | BaseException | None:
         """Compose the template with only ``name`` substituted (placeholders elsewhere)."""
         try:
             return _parse(self.render([name]), construct=False)[0]

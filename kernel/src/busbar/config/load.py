@@ -1,8 +1,9 @@
 """Load providers.yaml + config.yaml: interpolate, parse, type, validate, merge — or fail with every fault.
 
 ``load_config(config_path, providers_path=None, env=os.environ, *, read_file=None, plugins=None)
--> LoadedConfig`` (and :func:`load_config_text` over in-memory texts) is the exact pipeline of a boot and of ``busbar --validate`` (zero side effects: no
-socket, no file written, no plugin imported). Raises ``ConfigError`` carrying one line per fault.
+-> LoadedConfig`` (and :func:`load_config_text` over in-memory texts) is the exact pipeline of a boot
+and of ``busbar --validate`` (zero side effects: no socket, no file written, no plugin imported).
+Raises ``ConfigError`` carrying one line per fault.
 
 Stages, each reporting all of its faults before the pipeline stops:
 

@@ -100,7 +100,7 @@ def _flow(value: Any) -> str | None:
         for k, v in value.items():
             if isinstance(v, (dict, list)):
                 inner = _flow(v)
-                if inner is None or isinstance(v, dict) and v:
+                if inner is None or (isinstance(v, dict) and v):
                     return None
                 parts.append(f"{scalar(k, key=True, flow=True)}: {inner}")
             else:

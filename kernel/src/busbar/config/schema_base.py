@@ -64,7 +64,7 @@ def tagged_union(branches: dict[str, Any], pick: Callable[[Any], str | None], *,
     """
     UNION_TAGS.update(branches)
     members = tuple(Annotated[t, Tag(tag)] for tag, t in branches.items())
-    return Annotated[Union[members], Discriminator(pick, custom_error_type=error,  # noqa: UP007
+    return Annotated[Union[members], Discriminator(pick, custom_error_type=error,
                                                    custom_error_message=message)]
 
 

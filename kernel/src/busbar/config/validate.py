@@ -29,9 +29,9 @@ module                      rows of seeds 001 "Startup validation summary"
 Zero side effects: no socket, no write, no plugin imported; secret files are read through
 ``read_file``. Every configured egress URL (provider ``base_url`` / ``token_url``, the webrequest hook's
 ``settings.url``, ``observability.otlp_url`` / ``request_log_webhook_url``) is judged by the one SSRF
-guard, ``busbar.security.policy.SsrfPolicy.check_url`` (:meth:`Context.url`). Rows that need the plugin loader (artifact validity, name conflicts, "does this module
-resolve to a loadable kind: X plugin") run only when a ``plugins`` catalog is passed; without one the
-checks stop at "is plugins.enabled on".
+guard, ``busbar.security.policy.SsrfPolicy.check_url`` (:meth:`Context.url`). Rows that need the plugin
+loader (artifact validity, name conflicts, "does this module resolve to a loadable kind: X plugin")
+run only when a ``plugins`` catalog is passed; without one the checks stop at "is plugins.enabled on".
 
 Source: seeds 001 "Startup validation summary", every section it refers to; seeds 003 "What Busbar
 guarantees when a hook misbehaves"; handout case C032 (one SSRF guard for every egress URL).

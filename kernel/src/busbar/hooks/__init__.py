@@ -19,6 +19,7 @@ view), ``strategies`` (native rankings), ``reply`` (arm normalizers, grants on t
 walk gets), ``run`` (per-request state, tap stages), ``fire`` (concurrent gates, deadlines),
 ``workers`` (bounded threads), ``taps`` (bounded delivery), ``facade`` (typed calls per op),
 ``mgmt`` (configure/describe/status), ``check`` (boot faults), ``engine`` (build), ``metrics``.
+The gateway is seen through ``busbar.proxy.context.GatewayContext``, imported for typing only.
 
 Source: seeds 000 "Routing"; seeds 003 "Hooks"; seeds 001 "Pool hooks: ordering and gates";
 ORIGINAL.md §2.11, §2.12; STYLE.md §3.
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from busbar.hooks.chain import PoolChain
 from busbar.hooks.check import check
@@ -35,6 +36,10 @@ from busbar.hooks.engine import HookBootError, HookEngine, build_engine
 from busbar.hooks.facade import HookFacade
 from busbar.hooks.plan import ROUTE_POLICY, Plan
 from busbar.hooks.run import HookRun
+
+if TYPE_CHECKING:
+    from busbar.loader.registry import PluginSet
+    from busbar.proxy.context import GatewayContext
 
 log = logging.getLogger("busbar.hooks")
 
@@ -45,7 +50,7 @@ __all__ = ["ROUTE_POLICY", "HookBootError", "HookEngine", "HookFacade", "HookRun
            "attach", "build_engine", "check", "reattach"]
 
 
-def attach(gw: Any, plugins: Any) -> HookEngine | None:
+def attach(gw: GatewayContext, plugins: PluginSet | None) -> HookEngine | None:
     """Build ``gw``'s hook engine from its config and the loaded plugin set and install it as
     ``gw.hooks`` (``None`` when nothing asks for hooks). Raises :class:`HookBootError`."""
     engine = build_engine(gw.loaded, gw, plugins)
@@ -60,7 +65,7 @@ def attach(gw: Any, plugins: Any) -> HookEngine | None:
     return engine
 
 
-def reattach(gw: Any, plugins: Any) -> bool:
+def reattach(gw: GatewayContext, plugins: PluginSet | None) -> bool:
     """After a plugin hot reload: rebuild the engine on the new set and swap it in whole; the old
     instances close after :data:`RETIRE_AFTER_S`. On any fault the running engine stays (False)."""
     try:

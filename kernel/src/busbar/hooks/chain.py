@@ -17,17 +17,17 @@ priority order), its decide gates and its taps (the pool's own plus every global
 A pool with a native strategy and nothing else takes :meth:`PoolChain.plan`'s fast path: no
 projection, no run, one sort (``cheapest``: none, its boot ranking filtered to the healthy
 members). A pool whose only decide gate runs inline (``busbar_inline``) calls it without the
-machinery for waiting on several gates (``fire_inline``). Source: seeds 003 "Gates fire concurrently", "The gate reply arms",
-"What Busbar guarantees when a hook misbehaves"; seeds 000 "How ordering composes with the breaker
-and failover", "Observability".
+machinery for waiting on several gates (``fire_inline``). Source: seeds 003 "Gates fire concurrently",
+"The gate reply arms", "What Busbar guarantees when a hook misbehaves"; seeds 000 "How ordering
+composes with the breaker and failover", "Observability".
 """
 from __future__ import annotations
 
 import asyncio
 import copy
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from busbar.hooks.fire import Result, fire, fire_awaited, fire_inline
 from busbar.hooks.plan import ROUTE_POLICY, Plan
@@ -40,6 +40,12 @@ from busbar.hooks.strategies import CONFIG_ONLY, STRATEGIES, Ranker
 from busbar.proto.base import ErrorKind
 from busbar.proto.errors import ProtoError
 from busbar.proxy.relay import error_reply
+
+if TYPE_CHECKING:
+    from busbar.hooks.workers import Job
+    from busbar.proxy.context import GatewayContext
+    from busbar.proxy.runtime import Lane, Pool
+    from busbar.proxy.translate import Call
 
 log = logging.getLogger("busbar.hooks")
 
@@ -88,7 +94,7 @@ class PoolChain:
 
     # ------------------------------------------------------------------ entry points
 
-    async def plan(self, gw: Any, call: Any, pool: Any) -> Plan:
+    async def plan(self, gw: GatewayContext, call: Call, pool: Pool) -> Plan:
         """Decide for a pool request; see the module docstring."""
         now = gw.clock()
         skip = pool.excluded_idx
@@ -103,9 +109,9 @@ class PoolChain:
         members = [m for m in pool.members if m.index not in skip and m.usable(now)]
         base = None
         if self.ranker is not None:
-            ranking = self.ranker(members, self.costs)
-            if ranking:
-                base = (self.strategy or "", ranking)
+            ranked = self.ranker(members, self.costs)
+            if ranked:
+                base = (self.strategy or "", ranked)
         if self.native_only:
             if base is None:
                 return Plan(ordering=True)
@@ -113,7 +119,7 @@ class PoolChain:
             return Plan(order=base[1], policy=base[0], ordering=True)
         return await self._decide(gw, call, members, base)
 
-    async def plan_lane(self, gw: Any, call: Any, lane: Any) -> Plan:
+    async def plan_lane(self, gw: GatewayContext, call: Call, lane: Lane) -> Plan:
         """Decide for a direct (pool-less) route: the globals over a single candidate."""
         now = gw.clock()
         member = _LaneMember(lane)
@@ -122,7 +128,8 @@ class PoolChain:
 
     # ------------------------------------------------------------------ the decision
 
-    async def _decide(self, gw: Any, call: Any, members: list[Any], base: tuple[str, tuple[int, ...]] | None) -> Plan:
+    async def _decide(self, gw: GatewayContext, call: Call, members: list[Any],
+                      base: tuple[str, tuple[int, ...]] | None) -> Plan:
         run: HookRun | None = call.hooks
         if run is None:
             run = call.hooks = HookRun(call)
@@ -141,7 +148,7 @@ class PoolChain:
                     run.tap(self.tap_at["request"], "request")
             solo = self.solo
             facade = solo.facade if solo is not None else None
-            if facade is not None and (facade.inline or facade.on_loop):    # one gate: call it here
+            if solo is not None and facade is not None and (facade.inline or facade.on_loop):  # one gate: here
                 known = (self.all_known if len(cands) == len(self.all_idx)
                          else frozenset([c["idx"] for c in cands]))
                 msg = run.message("decide", run.pool, cands, prompt=facade.prompt, user=facade.user, owned=True)
@@ -172,7 +179,7 @@ class PoolChain:
             return self._reject(gw, call, run, decision.reject, decision.policy or "", decision.failure)
         return self._planned(gw, run, members, decision)
 
-    def _planned(self, gw: Any, run: HookRun, members: list[Any], decision: Decision) -> Plan:
+    def _planned(self, gw: GatewayContext, run: HookRun, members: list[Any], decision: Decision) -> Plan:
         """A reconciled decision that routes (no reject) -> its :class:`Plan`; counts the selection
         and offers the ``route`` stage to taps."""
         allowed = decision.allowed
@@ -185,7 +192,7 @@ class PoolChain:
         return Plan(order=decision.order, excluded=excluded, policy=decision.policy, ordering=self.ordering,
                     run=run)
 
-    def _reject(self, gw: Any, call: Any, run: HookRun, reject: tuple[int, str], policy: str,
+    def _reject(self, gw: GatewayContext, call: Call, run: HookRun, reject: tuple[int, str], policy: str,
                 failure: str | None) -> Plan:
         status, message = reject
         headers = {ROUTE_POLICY: policy} if policy else {}
@@ -197,7 +204,7 @@ class PoolChain:
         return Plan(reply=error_reply(call.ingress, status, ErrorKind.from_status(status), message, headers),
                     run=run)
 
-    async def _transform_pass(self, gw: Any, call: Any, run: HookRun, cands: list[dict[str, Any]],
+    async def _transform_pass(self, gw: GatewayContext, call: Call, run: HookRun, cands: list[dict[str, Any]],
                               members: list[Any], extra: list[tuple[tuple[int, int, int], Verdict]]) -> Plan | None:
         for g in self.transforms:
             res = (await fire([(g, self._submit(g, run, cands, frozenset()))]))[0]
@@ -215,7 +222,7 @@ class PoolChain:
                                               on_empty=who.on_empty)))
         return None
 
-    async def _decide_pass(self, gw: Any, call: Any, run: HookRun, cands: list[dict[str, Any]],
+    async def _decide_pass(self, gw: GatewayContext, call: Call, run: HookRun, cands: list[dict[str, Any]],
                            known: frozenset[int], members: list[Any]) -> list[tuple[tuple[int, int, int], Verdict]]:
         gates = self.gates
         if not gates:
@@ -234,7 +241,8 @@ class PoolChain:
                 out.append((g.rank, v))
         return out
 
-    def _submit(self, g: GateSpec, run: HookRun, cands: list[dict[str, Any]], known: frozenset[int]) -> Any:
+    def _submit(self, g: GateSpec, run: HookRun, cands: list[dict[str, Any]],
+                known: frozenset[int]) -> Callable[[], Job | None]:
         if g.transform:
             msg = run.message("transform", run.pool, cands, prompt=g.prompt, user="no")
             return lambda: g.facade.transform(msg, self.max_rewrite_bytes)
@@ -270,7 +278,7 @@ class PoolChain:
         return None, g                  # nothing / weighted: the gate does not participate
 
 
-def _verdict(call: Any, run: HookRun, answer: Any, who: GateSpec) -> Verdict | None:
+def _verdict(call: Call, run: HookRun, answer: Any, who: GateSpec) -> Verdict | None:
     """A settled decide-pass answer -> its verdict (``None``: abstained or did not participate).
     A rewrite (an rw fallback answering the transform it was sent) is applied here."""
     if isinstance(answer, Verdict):
@@ -284,7 +292,7 @@ def _verdict(call: Any, run: HookRun, answer: Any, who: GateSpec) -> Verdict | N
     return None
 
 
-def _apply_rewrite(call: Any, run: HookRun, rw: Rewrite) -> None:
+def _apply_rewrite(call: Call, run: HookRun, rw: Rewrite) -> None:
     """Install the rewritten body: a copy of the IR with new messages (and tools, when sent)."""
     ir = copy.copy(call.ir)
     ir.messages = rw.messages
@@ -312,7 +320,7 @@ class _LaneMember:
     tier = None
     tags: tuple[str, ...] = ()
 
-    def __init__(self, lane: Any):
+    def __init__(self, lane: Lane):
         self.lane = lane
 
     def usable(self, now: float) -> bool:

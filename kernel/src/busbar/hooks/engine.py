@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -31,6 +31,11 @@ from busbar.hooks.facade import HookFacade
 from busbar.hooks.projection import candidate_static, cost_per_mtok
 from busbar.hooks.specs import GateSpec, OnError, TapSpec
 from busbar.hooks.strategies import STRATEGIES
+
+if TYPE_CHECKING:
+    from busbar.config.load import LoadedConfig
+    from busbar.loader.registry import PluginSet
+    from busbar.proxy.context import GatewayContext
 
 log = logging.getLogger("busbar.hooks")
 
@@ -74,7 +79,7 @@ def wants_engine(cfg: Any) -> bool:
     return any(e != "weighted" for p in cfg.pools.values() for e in p.hooks)
 
 
-def build_engine(loaded: Any, gw: Any, plugins: Any) -> HookEngine | None:
+def build_engine(loaded: LoadedConfig, gw: GatewayContext, plugins: PluginSet | None) -> HookEngine | None:
     """Build the engine for ``gw`` (see the module docstring). Raises :class:`HookBootError`."""
     cfg = loaded.config
     if not wants_engine(cfg):

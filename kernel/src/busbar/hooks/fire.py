@@ -31,10 +31,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from busbar.hooks.reply import ReplyError
 from busbar.hooks.workers import Job
+
+if TYPE_CHECKING:
+    from busbar.hooks.specs import GateSpec
 
 log = logging.getLogger("busbar.hooks")
 
@@ -53,7 +56,7 @@ class Result:
     detail: str = ""
 
 
-def _judge(gate: Any, job: Job, deadline: float, t0: float) -> Result:
+def _judge(gate: GateSpec, job: Job, deadline: float, t0: float) -> Result:
     facade = gate.facade
     if not job.finished or job.t_done > deadline:
         job.abandon()
@@ -73,11 +76,11 @@ def _judge(gate: Any, job: Job, deadline: float, t0: float) -> Result:
     return Result(failure="error", detail=f"{type(err).__name__}: {err}")
 
 
-async def fire(calls: Sequence[tuple[Any, Callable[[], Job | None]]]) -> list[Result]:
+async def fire(calls: Sequence[tuple[GateSpec, Callable[[], Job | None]]]) -> list[Result]:
     """Queue every call, then collect; results are in the order of ``calls``."""
     t0 = time.monotonic()
     results: list[Result | None] = [None] * len(calls)
-    pending: list[tuple[int, Any, Job, float]] = []
+    pending: list[tuple[int, GateSpec, Job, float]] = []
     for i, (gate, submit) in enumerate(calls):
         job = submit()
         if job is None:
@@ -96,7 +99,7 @@ async def fire(calls: Sequence[tuple[Any, Callable[[], Job | None]]]) -> list[Re
     return [r if r is not None else Result(failure="error") for r in results]
 
 
-def fire_inline(gate: Any, payload: dict[str, Any], known_idx: frozenset[int]) -> Result:
+def fire_inline(gate: GateSpec, payload: dict[str, Any], known_idx: frozenset[int]) -> Result:
     """``decide`` on one inline gate now, judged (``fire([(gate, submit)])[0]`` without the
     waiting: the caller checked ``gate.facade.inline``, so the plugin runs on this thread)."""
     job = gate.facade.decide(payload, known_idx)
@@ -109,7 +112,7 @@ def fire_inline(gate: Any, payload: dict[str, Any], known_idx: frozenset[int]) -
     return _judge(gate, job, t0 + gate.timeout_s, t0)
 
 
-async def fire_awaited(gate: Any, payload: dict[str, Any], known_idx: frozenset[int]) -> Result:
+async def fire_awaited(gate: GateSpec, payload: dict[str, Any], known_idx: frozenset[int]) -> Result:
     """``decide`` on one gate whose facade runs on the loop (``facade.on_loop``), awaited here
     and cancelled at its deadline (no task, future or wait), judged by the same rules."""
     t0 = time.monotonic()
@@ -117,7 +120,7 @@ async def fire_awaited(gate: Any, payload: dict[str, Any], known_idx: frozenset[
     return _judge(gate, job, t0 + gate.timeout_s, t0)
 
 
-async def _collect(pending: list[tuple[int, Any, Job, float]]) -> None:
+async def _collect(pending: list[tuple[int, GateSpec, Job, float]]) -> None:
     if pending:
         t0 = time.monotonic()
         sync_end = t0 + SYNC_WINDOW_S

@@ -15,9 +15,12 @@ Source: ORIGINAL.md §2.11 (taps: dropped counted), §7.3.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from busbar.proxy.context import GatewayContext
 
 __all__ = ["HookCollector"]
 
@@ -25,13 +28,13 @@ __all__ = ["HookCollector"]
 class HookCollector:
     """A prometheus-client collector over ``gateway.hooks`` (swapped on a plugin reload)."""
 
-    def __init__(self, gateway: Any):
+    def __init__(self, gateway: GatewayContext):
         self.gw = gateway
 
-    def describe(self) -> list[Any]:
+    def describe(self) -> list[Metric]:
         return []
 
-    def collect(self) -> Iterator[Any]:
+    def collect(self) -> Iterator[Metric]:
         engine = self.gw.hooks
         calls = CounterMetricFamily("busbar_hook_calls", "Gate messages sent, per hook", labels=["hook"])
         fails = CounterMetricFamily("busbar_hook_failures", "Gate failures (on_error applied), per hook and reason",
@@ -49,8 +52,8 @@ class HookCollector:
             t[7] = max(t[7], f.latency_us)
         for name, t in totals.items():
             calls.add_metric([name], t[0])
-            for reason, v in zip(("timeout", "error", "garbage", "saturated"), t[1:5]):
-                fails.add_metric([name, reason], v)
+            for reason, n in zip(("timeout", "error", "garbage", "saturated"), t[1:5]):
+                fails.add_metric([name, reason], n)
             dropped.add_metric([name], t[5])
             tap_fail.add_metric([name], t[6])
             latency.add_metric([name], t[7])

@@ -14,9 +14,14 @@ Source: seeds 000 "How ordering composes with the breaker and failover", "Observ
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from busbar.proxy.select import swrr_pick
+
+if TYPE_CHECKING:
+    from busbar.hooks.run import HookRun
+    from busbar.proxy.relay import Reply
+    from busbar.proxy.runtime import Member, Pool
 
 ROUTE_POLICY = "x-busbar-route-policy"
 
@@ -28,9 +33,9 @@ class Plan:
 
     __slots__ = ("excluded", "order", "ordering", "policy", "reply", "run")
 
-    def __init__(self, *, reply: Any = None, order: tuple[int, ...] | None = None,
+    def __init__(self, *, reply: Reply | None = None, order: tuple[int, ...] | None = None,
                  excluded: frozenset[int] = frozenset(), policy: str | None = None, ordering: bool = False,
-                 run: Any = None):
+                 run: HookRun | None = None):
         self.reply = reply
         self.order = order
         self.excluded = excluded
@@ -38,7 +43,7 @@ class Plan:
         self.ordering = ordering
         self.run = run
 
-    def pick(self, pool: Any, now: float, excluded: set[int]) -> Any:
+    def pick(self, pool: Pool, now: float, excluded: set[int]) -> Member | None:
         """The next member to try: the first usable ranked one, else SWRR over the rest."""
         order = self.order
         if order:
@@ -50,7 +55,7 @@ class Plan:
                         return m
         return swrr_pick(pool, now, excluded)
 
-    def stamp(self, reply: Any) -> Any:
+    def stamp(self, reply: Reply) -> Reply:
         """Add ``x-busbar-route-policy`` to ``reply`` when this pool has a non-default ordering
         (a fallback pool that served the request has stamped its own already: it stays)."""
         if self.ordering:

@@ -119,7 +119,7 @@ def read_reject(value: Any) -> Reject:
 
 
 def _rejects(reply: dict[str, Any]) -> bool:
-    v = reply.get("reject", None)
+    v = reply.get("reject")
     return v is not None and v is not False
 
 

@@ -21,10 +21,15 @@ import itertools
 import logging
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from busbar.hooks.bodyshape import body_sizes
 from busbar.hooks.projection import copy_candidates, ir_sizes, prompt_view, shape_view, stage_view, user_view
+
+if TYPE_CHECKING:
+    from busbar.hooks.specs import TapSpec
+    from busbar.proxy.relay import Reply
+    from busbar.proxy.translate import Call
 
 __all__ = ["HookRun"]
 
@@ -40,14 +45,14 @@ class HookRun:
     __slots__ = ("_prompt", "_shape", "_user", "attempts", "call", "completed", "pool", "rejected",
                  "request_id", "taps", "transformed")
 
-    def __init__(self, call: Any):
+    def __init__(self, call: Call):
         self.call = call
         self.request_id = f"{_PREFIX}-{next(_SEQ)}"
         self._shape: dict[str, dict[str, Any]] = {}
         self._prompt: tuple[str | None, list[dict[str, str]]] | None = None
         self._user: dict[str, str] | None = None
         self.transformed = False
-        self.taps: Sequence[Any] = ()
+        self.taps: Sequence[TapSpec] = ()
         self.attempts = 0
         self.completed = False
         self.rejected = False
@@ -100,7 +105,7 @@ class HookRun:
 
     # ------------------------------------------------------------------ taps
 
-    def tap(self, taps: Sequence[Any], at: str, **fields: Any) -> None:
+    def tap(self, taps: Sequence[TapSpec], at: str, **fields: Any) -> None:
         """Offer a ``notify`` at stage ``at`` to every tap of ``taps`` observing it. Never blocks and
         never raises into the request path."""
         if not taps:
@@ -124,11 +129,11 @@ class HookRun:
                      remaining_candidates=remaining,
                      previous_failure=previous_failure if self.attempts >= 2 else None)
 
-    def finish(self, reply: Any) -> None:
+    def finish(self, reply: Reply) -> None:
         """The request's reply is known: fire ``completion`` now, or at the end of its stream."""
         if not self.taps:                       # nothing observes completion: just break call <-> run
             self.completed = True
-            self.call = None
+            self.call = None  # type: ignore[assignment]  # completed: nothing reads it again
             return
         if reply.stream is not None and not self.rejected:
             return                              # stream_done() fires it
@@ -145,4 +150,4 @@ class HookRun:
         self.completed = True
         if self.taps:
             self.tap(self.taps, "completion", outcome=outcome, status=status)
-        self.call = None            # the last stage: break call <-> run, so refcounting frees both
+        self.call = None  # type: ignore[assignment]  # the last stage: break call <-> run, refcounting frees both

@@ -93,7 +93,7 @@ class Job:
         job, finished unless the deadline cut it. A cancellation from outside (the client left)
         propagates."""
         job = cls.__new__(cls)
-        job.fn, job.lock, job.result, job.error = coro, None, None, None
+        job.fn, job.lock, job.result, job.error = coro, None, None, None  # type: ignore[assignment]  # never called
         job.abandoned, job.waiter, job.loop, job.task, job.finished = False, None, None, None, False
         job.t_start = time.monotonic()
         job.t_done = 0.0

@@ -85,7 +85,7 @@ class ToolUseBlock:
 @dataclass(slots=True)
 class ToolResultBlock:
     tool_use_id: str
-    content: list["IrBlock"] = field(default_factory=list)   # text/image blocks
+    content: list[IrBlock] = field(default_factory=list)   # text/image blocks
     is_error: bool = False
     name: str | None = None      # Gemini functionResponse needs the function name
     cache_control: dict | None = None
@@ -198,7 +198,7 @@ class Usage:
         """All prompt-side tokens (OpenAI ``prompt_tokens``): input + cache reads + cache writes."""
         return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
-    def merge(self, other: "Usage") -> None:
+    def merge(self, other: Usage) -> None:
         """Overlay the non-zero fields of ``other`` (streams report usage piecemeal)."""
         for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
                      "reasoning_tokens"):

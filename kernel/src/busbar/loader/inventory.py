@@ -46,7 +46,7 @@ def format_records(records: Iterable[Record]) -> list[str]:
 
 
 def list_plugins_lines(cfg: PluginsConfig, base_dir: Path, *,
-                       release_key: bytes | None | _Embedded = EMBEDDED) -> list[str]:
+                       release_key: bytes | _Embedded | None = EMBEDDED) -> list[str]:
     """The ``--list-plugins`` output: the header row, then one row per tarball (file order).
 
     With ``plugins.enabled: false`` the header is followed by one ``#`` line saying so (nothing

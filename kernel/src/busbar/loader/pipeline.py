@@ -193,7 +193,7 @@ def _log_policy(cfg: PluginsConfig, entries: Sequence[_Entry]) -> None:
 
 
 def load_plugins(cfg: PluginsConfig, *, base_dir: Path, import_code: bool = True,
-                 release_key: bytes | None | _Embedded = EMBEDDED, kernel_version: str = KERNEL_VERSION,
+                 release_key: bytes | _Embedded | None = EMBEDDED, kernel_version: str = KERNEL_VERSION,
                  staging: Staging | None = None, limits: Limits = DEFAULT_LIMITS,
                  previous: PluginSet | None = None) -> PluginSet:
     """Build the plugin set from ``plugins.dir``.

@@ -271,7 +271,8 @@ class LoadedPlugin:
         needs = self.manifest.needs
         return effective_grant(needs.prompt, needs.user, prompt, user)
 
-    def open(self, settings: Mapping[str, Any] | None = None, *, prompt: str = "no", user: str = "no") -> PluginInstance:
+    def open(self, settings: Mapping[str, Any] | None = None, *, prompt: str = "no",
+             user: str = "no") -> PluginInstance:
         """``busbar_open(settings)``: create an instance.
 
         Args:

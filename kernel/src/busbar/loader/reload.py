@@ -49,7 +49,7 @@ class PluginReloader:
     """
 
     def __init__(self, cfg: PluginsConfig, *, base_dir: Path, on_swap: SwapCallback | None = None,
-                 release_key: bytes | None | _Embedded = EMBEDDED, kernel_version: str = KERNEL_VERSION,
+                 release_key: bytes | _Embedded | None = EMBEDDED, kernel_version: str = KERNEL_VERSION,
                  staging: Staging | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
         self.cfg, self.base_dir, self.on_swap = cfg, Path(base_dir), on_swap
         self._release_key, self._kernel_version, self._limits = release_key, kernel_version, limits

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from busbar.ir.model import IrRequest, IrResponse, StreamEvent
 
@@ -32,7 +32,7 @@ class ErrorKind:
     OVERLOADED = "overloaded"                  # 503 / 529
     TIMEOUT = "timeout"                        # 504
 
-    STATUS = {
+    STATUS: ClassVar[dict[str, int]] = {
         "invalid_request": 400, "authentication": 401, "permission": 403, "not_found": 404,
         "request_too_large": 413, "rate_limit": 429, "api_error": 500, "overloaded": 503,
         "timeout": 504,

@@ -15,17 +15,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from busbar.ir.model import StreamError
-from busbar.proto.base import UpstreamErrorInfo
+from busbar.config.schema import LimitsConfig
+from busbar.ir.model import StreamError, StreamEvent
+from busbar.proto.base import StreamDecoder, UpstreamErrorInfo
 from busbar.proto.errors import ProtoError
-from busbar.proxy.disposition import classify, parse_retry_after
 from busbar.proxy.credentials import CredentialError
+from busbar.proxy.disposition import classify, parse_retry_after
 from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, prepare, read_upstream_error
+from busbar.proxy.runtime import Lane, Member
 from busbar.proxy.translate import Call, build_body
 from busbar.proxy.upstream import UpstreamError, UpstreamResponse
+
+if TYPE_CHECKING:
+    from busbar.proxy.gateway import Gateway
+    from busbar.proxy.runtime import Provider
 
 log = logging.getLogger("busbar")
 
@@ -45,7 +52,7 @@ class AttemptFailure:
     info: UpstreamErrorInfo | None
     retry_after: float | None
     body: bytes = b""
-    headers: dict | None = None   # the relayable upstream error headers (RELAYED_ERROR_HEADERS)
+    headers: dict[str, str] | None = None   # the relayable upstream error headers (RELAYED_ERROR_HEADERS)
     reason: str = ""          # metrics reason: attempt_timeout | connect | transient_upstream | …
 
 
@@ -57,14 +64,15 @@ class AttemptSuccess:
     response: UpstreamResponse
     body: bytes | None = None
     first: list[bytes] | None = None
-    events: list | None = None
-    decoder: Any = None
+    events: list[StreamEvent] | None = None
+    decoder: tuple[StreamDecoder, AsyncIterator[bytes]] | None = None
     dropped: list[str] | None = None
 
 
-async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> AttemptSuccess | AttemptFailure:
+async def attempt(gw: Gateway, call: Call, member_or_lane: Member | Lane,
+                  remaining_s: float) -> AttemptSuccess | AttemptFailure:
     """Run one attempt against a lane; never raises for upstream faults (returns a failure)."""
-    lane = getattr(member_or_lane, "lane", member_or_lane)
+    lane = member_or_lane.lane if isinstance(member_or_lane, Member) else member_or_lane
     timeout_ms = member_or_lane.attempt_timeout_ms
     reasoning = member_or_lane.reasoning
     provider = lane.provider
@@ -102,7 +110,7 @@ async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> Attempt
     except TimeoutError:
         return AttemptFailure("timeout", 0, None, None,
                               reason="attempt_timeout" if by_attempt_cap else "timeout")
-    except Exception as e:  # UpstreamError, the SSRF guard and other connect-time refusals
+    except Exception as e:  # noqa: BLE001 - UpstreamError, the SSRF guard and other connect-time refusals
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
     status = resp.status
     if status >= 300:
@@ -120,7 +128,7 @@ async def attempt(gw, call: Call, member_or_lane, remaining_s: float) -> Attempt
     return success
 
 
-async def _failure_from(resp: UpstreamResponse, provider, limits) -> AttemptFailure:
+async def _failure_from(resp: UpstreamResponse, provider: Provider, limits: LimitsConfig) -> AttemptFailure:
     cap = limits.upstream_error_body_max_bytes
     buf = bytearray()
     try:
@@ -142,7 +150,7 @@ async def _failure_from(resp: UpstreamResponse, provider, limits) -> AttemptFail
     return AttemptFailure(cls, resp.status, info, ra, body, relayed, reason=cls)
 
 
-async def _read_first(resp: UpstreamResponse, provider) -> AttemptSuccess | AttemptFailure:
+async def _read_first(resp: UpstreamResponse, provider: Provider) -> AttemptSuccess | AttemptFailure:
     """Read until the stream yields a decoded event (commit) or fails (fail over)."""
     decoder = provider.dialect.stream_decoder()
     it = resp.chunks()
@@ -161,7 +169,7 @@ async def _read_first(resp: UpstreamResponse, provider) -> AttemptSuccess | Atte
     except UpstreamError as e:
         await resp.aclose()
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
-    except Exception as e:  # an undecodable upstream stream is the upstream's fault: fail over
+    except Exception as e:  # noqa: BLE001 - an undecodable upstream stream is the upstream's fault: fail over
         await resp.aclose()
         log.warning("undecodable stream from %s: %r", provider.name, e)
         return AttemptFailure("server_error", 0, UpstreamErrorInfo(None, "malformed upstream stream"), None,

@@ -36,7 +36,7 @@ class BreakerCell:
         self.state = CLOSED
         self.streak = 0             # consecutive failures
         self.trips = 0              # consecutive trips without a recovery (backoff exponent)
-        self.window: deque = deque(maxlen=1024)   # (t, is_error)
+        self.window: deque[tuple[float, bool]] = deque(maxlen=1024)   # (t, is_error)
         self.cooldown_until = 0.0
         self.probe_in_flight = False
         self._rng = random.Random(seed)
@@ -135,7 +135,7 @@ class BreakerCell:
         return errors / total >= trip.threshold
 
     def _cooldown(self) -> float:
-        base = self.cfg.base_cooldown_secs * (2 ** min(self.trips, 30))
+        base: int = self.cfg.base_cooldown_secs * (2 ** min(self.trips, 30))
         target = min(base, self.cfg.max_cooldown_secs)
         jittered = target * (1.0 + self._rng.uniform(-0.1, 0.1))
         return max(max(target / 2, 1.0), min(jittered, self.cfg.max_cooldown_secs))

@@ -24,11 +24,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import jwt
 
-from busbar.proxy.upstream import UpstreamError, fetch, form_request
+from busbar.proxy.upstream import Upstream, UpstreamError, fetch, form_request
 from busbar.security.policy import SsrfBlocked
+
+if TYPE_CHECKING:
+    from busbar.proxy.runtime import Provider
 
 GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 REFRESH_MARGIN_S = 60.0
@@ -42,13 +47,13 @@ class CredentialError(Exception):
 class Credentials:
     """Per-provider token cache over the gateway's upstream client (``busbar.proxy.upstream``)."""
 
-    def __init__(self, upstream, clock=time.time):
+    def __init__(self, upstream: Upstream, clock: Callable[[], float] = time.time):
         self.upstream = upstream
         self.clock = clock
         self._tokens: dict[str, tuple[str, float]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def headers(self, provider) -> dict[str, str] | None:
+    async def headers(self, provider: Provider) -> dict[str, str] | None:
         """The auth headers for ``provider``, or ``None`` for the protocol's native auth."""
         style = provider.auth
         if style is None:
@@ -59,7 +64,7 @@ class Credentials:
             return {"api-key": provider.api_key}
         return {"authorization": f"Bearer {await self._token(provider)}"}
 
-    async def _token(self, provider) -> str:
+    async def _token(self, provider: Provider) -> str:
         cached = self._tokens.get(provider.name)
         if cached and cached[1] - REFRESH_MARGIN_S > self.clock():
             return cached[0]
@@ -77,7 +82,7 @@ class Credentials:
             self._tokens[provider.name] = (token, self.clock() + ttl)
             return token
 
-    async def _jwt_bearer(self, provider) -> tuple[str, float]:
+    async def _jwt_bearer(self, provider: Provider) -> tuple[str, float]:
         try:
             key = json.loads(provider.api_key)
             email, private_key = key["client_email"], key["private_key"]
@@ -97,7 +102,7 @@ class Credentials:
         return await self._exchange(provider, token_url, data={
             "grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion": assertion})
 
-    async def _client_credentials(self, provider) -> tuple[str, float]:
+    async def _client_credentials(self, provider: Provider) -> tuple[str, float]:
         cid, sep, secret = provider.api_key.partition(":")
         if not sep or not cid:
             raise CredentialError(f"provider {provider.name}: oauth-client-credentials needs api_key to "
@@ -109,7 +114,8 @@ class Credentials:
             data["scope"] = provider.scope
         return await self._exchange(provider, provider.token_url, data=data, auth=(cid, secret))
 
-    async def _exchange(self, provider, url: str, *, data: dict, auth=None) -> tuple[str, float]:
+    async def _exchange(self, provider: Provider, url: str, *, data: dict[str, str],
+                        auth: tuple[str, str] | None = None) -> tuple[str, float]:
         headers, form = form_request(data, auth)
         try:
             status, _headers, raw = await fetch(self.upstream, "POST", url, headers, form, TOKEN_TIMEOUT_S)

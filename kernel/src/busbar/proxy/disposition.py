@@ -15,8 +15,8 @@ Source: seeds 001 "breaker" (Disposition by error class), ORIGINAL §2.5; cases 
 """
 from __future__ import annotations
 
-from email.utils import parsedate_to_datetime
 import time
+from email.utils import parsedate_to_datetime
 
 from busbar.proto.base import UpstreamErrorInfo
 

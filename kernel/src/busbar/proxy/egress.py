@@ -24,6 +24,8 @@ Source: seeds 001 "providers.yaml", "providers", "limits"; ORIGINAL §2.2 (egres
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import httpx
@@ -32,6 +34,10 @@ import orjson
 from busbar.config.schema import LimitsConfig
 from busbar.proto.base import UpstreamErrorInfo, accepts_keyword
 from busbar.proxy.runtime import Provider
+
+if TYPE_CHECKING:
+    from busbar.proto.base import Dialect
+    from busbar.proxy.gateway import Gateway
 
 ANTHROPIC_VERSION = "2023-06-01"
 VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
@@ -87,12 +93,12 @@ def upstream_url(provider: Provider, upstream_model: str, stream: bool) -> str:
     return provider.base_url + _DEFAULT_PATHS[provider.protocol]
 
 
-async def prepare(gw, provider: Provider, upstream_model: str, stream: bool,
+async def prepare(gw: Gateway, provider: Provider, upstream_model: str, stream: bool,
                   body: bytes) -> tuple[str, dict[str, str], bytes]:
     """(url, headers, body) of one attempt; raises ``CredentialError`` when a token can't be minted."""
     auth = await gw.credentials.headers(provider) if provider.auth is not None else None
     dialect = provider.dialect
-    egress_request = getattr(dialect, "egress_request", None)
+    egress_request: Callable[..., tuple[str, dict[str, str], bytes]] | None = getattr(dialect, "egress_request", None)
     if egress_request is not None:
         return egress_request(provider, upstream_model, stream, body, auth)
     headers = gw.auth[provider.name] if auth is None else _styled_headers(provider, auth)
@@ -104,11 +110,11 @@ async def prepare(gw, provider: Provider, upstream_model: str, stream: bool,
     return upstream_url(provider, upstream_model, stream), headers, body
 
 
-def read_upstream_error(dialect, status: int, body: bytes, headers) -> UpstreamErrorInfo:
+def read_upstream_error(dialect: Dialect, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamErrorInfo:
     """``dialect.read_error`` with the response headers for dialects whose error identity travels
     in a header (Bedrock's ``x-amzn-errortype``); one call site for attempts and health probes."""
     if accepts_keyword(dialect, "read_error", "headers"):
-        return dialect.read_error(status, body, headers=headers)
+        return dialect.read_error(status, body, headers=headers)  # type: ignore[call-arg]  # Bedrock's extra
     return dialect.read_error(status, body)
 
 

@@ -26,15 +26,20 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import TYPE_CHECKING
 
 from busbar.hooks.plan import Plan
 from busbar.proto.base import ErrorKind
 from busbar.proxy.attempt import AttemptFailure, attempt
-from busbar.proxy.translate import Call
 from busbar.proxy.disposition import CLIENT, CONTEXT, HARD_DOWN, effect
 from busbar.proxy.relay import Reply, error_reply, relay_failure, stream_reply, whole_reply
 from busbar.proxy.runtime import Lane, Member, Pool
 from busbar.proxy.select import affinity_pick, least_bad, soonest_cooldown, swrr_pick
+from busbar.proxy.translate import Call
+
+if TYPE_CHECKING:
+    from busbar.proxy.breaker import BreakerCell
+    from busbar.proxy.gateway import Gateway
 
 log = logging.getLogger("busbar")
 
@@ -42,7 +47,7 @@ ROUTE_TARGET = "x-busbar-route-target"
 TRANSLATION_DROPPED = "x-busbar-translation-dropped"
 
 
-async def forward(gw, call: Call, target: Pool | Lane) -> Reply:
+async def forward(gw: Gateway, call: Call, target: Pool | Lane) -> Reply:
     """Serve one call against a pool or a single lane; always returns a ``Reply``."""
     if isinstance(target, Pool):
         now = gw.clock()
@@ -54,7 +59,7 @@ async def forward(gw, call: Call, target: Pool | Lane) -> Reply:
     return reply
 
 
-async def _direct(gw, call: Call, lane: Lane) -> Reply:
+async def _direct(gw: Gateway, call: Call, lane: Lane) -> Reply:
     hooks = gw.hooks
     if hooks is not None and hooks.direct is not None:     # global_hooks screen direct routes too
         plan = await hooks.direct.plan_lane(gw, call, lane)
@@ -77,7 +82,7 @@ async def _direct(gw, call: Call, lane: Lane) -> Reply:
     return res
 
 
-async def _walk_pool(gw, call: Call, pool: Pool, deadline: float, visited: set[str]) -> Reply:
+async def _walk_pool(gw: Gateway, call: Call, pool: Pool, deadline: float, visited: set[str]) -> Reply:
     hooks = gw.hooks
     if hooks is not None:
         chain = hooks.chains.get(pool.name)
@@ -89,7 +94,7 @@ async def _walk_pool(gw, call: Call, pool: Pool, deadline: float, visited: set[s
     return await _walk(gw, call, pool, deadline, visited, None)
 
 
-async def _walk(gw, call: Call, pool: Pool, deadline: float, visited: set[str], plan: Plan | None) -> Reply:
+async def _walk(gw: Gateway, call: Call, pool: Pool, deadline: float, visited: set[str], plan: Plan | None) -> Reply:
     """The failover walk: SWRR, or ``plan``'s ranked walk inside its restriction (busbar.hooks)."""
     visited.add(pool.name)
     call.strict = pool.cfg.translation == "strict"
@@ -146,7 +151,7 @@ async def _walk(gw, call: Call, pool: Pool, deadline: float, visited: set[str], 
     return await _on_exhausted(gw, call, pool, deadline, visited, excluded, plan)
 
 
-async def _on_exhausted(gw, call, pool: Pool, deadline: float, visited: set[str], excluded: set[int],
+async def _on_exhausted(gw: Gateway, call: Call, pool: Pool, deadline: float, visited: set[str], excluded: set[int],
                         plan: Plan | None = None) -> Reply:
     now = gw.clock()
     mode = pool.on_exhausted
@@ -164,14 +169,14 @@ async def _on_exhausted(gw, call, pool: Pool, deadline: float, visited: set[str]
     return _exhausted_reply(call, soonest_cooldown(pool, now), pool.name)
 
 
-def _exhausted_reply(call, wait_s: float, pool: str | None = None) -> Reply:
+def _exhausted_reply(call: Call, wait_s: float, pool: str | None = None) -> Reply:
     what = f"pool '{pool}'" if pool else f"'{call.called}'"
     return error_reply(call.ingress, 503, ErrorKind.OVERLOADED,
                        f"{what}: no healthy upstream available; retry later",
                        {"retry-after": str(max(1, math.ceil(wait_s)))})
 
 
-def _final_failure(call, failure: AttemptFailure, lane: Lane, wait_s: float) -> Reply:
+def _final_failure(call: Call, failure: AttemptFailure, lane: Lane, wait_s: float) -> Reply:
     """The walk ended on a failure: relay a client error / a 429; otherwise a 503 with Retry-After."""
     kind = effect(failure.cls)
     same = lane.provider.dialect is call.ingress
@@ -194,7 +199,8 @@ def _final_failure(call, failure: AttemptFailure, lane: Lane, wait_s: float) -> 
     return reply
 
 
-async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float, pool: str) -> Reply | AttemptFailure:
+async def _run(gw: Gateway, call: Call, lane: Lane, who: Member | Lane, cell: BreakerCell, remaining: float,
+               pool: str) -> Reply | AttemptFailure:
     """One admitted attempt (permit already held): record its outcome on ``cell``/``lane``."""
     t0 = gw.clock()
     released = False
@@ -228,7 +234,7 @@ async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float, pool: st
         release()
         try:
             reply = whole_reply(call, lane, res)
-        except Exception as e:      # an untranslatable 2xx body is the upstream's fault: fail over
+        except Exception as e:  # noqa: BLE001 - an untranslatable 2xx body is the upstream's fault: fail over
             log.warning("pool %s: undecodable response from %s: %r", pool, lane.name, e)
             if charged:
                 lane.budget += 1
@@ -263,7 +269,7 @@ async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float, pool: st
     return reply
 
 
-def _record_failure(gw, lane: Lane, cell, failure: AttemptFailure, now: float, pool: str) -> None:
+def _record_failure(gw: Gateway, lane: Lane, cell: BreakerCell, failure: AttemptFailure, now: float, pool: str) -> None:
     kind = effect(failure.cls)
     gw.metrics.failure(pool, lane.name, "attempt_timeout" if failure.reason == "attempt_timeout" else failure.cls)
     if kind == CLIENT:

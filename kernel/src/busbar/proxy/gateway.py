@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import httpx
 
 from busbar.config.load import LoadedConfig
 from busbar.config.schema import BreakerConfig, ModelConfig
-from busbar.config.secrets import resolve_secret
+from busbar.config.secrets import ModuleResolver, resolve_secret
 from busbar.config.validate import _merged_provider_fields
+from busbar.hooks import HookEngine, attach
 from busbar.proto.registry import get_dialect
 from busbar.proxy.breaker import BreakerCell
 from busbar.proxy.credentials import Credentials
@@ -32,11 +36,16 @@ from busbar.proxy.metrics import Metrics, NullMetrics
 from busbar.proxy.runtime import Lane, Member, Pool, Provider
 from busbar.proxy.upstream import AiohttpUpstream, HttpxUpstream, Upstream
 
+if TYPE_CHECKING:
+    from busbar.loader.registry import PluginSet
+    from busbar.loader.reload import PluginReloader
+
 log = logging.getLogger("busbar")
 
 
 class Gateway:
-    """Everything the request path needs; one instance per process (rebuilt on config reload)."""
+    """Everything the request path needs; one instance per process (rebuilt on config reload).
+    Satisfies ``busbar.proxy.context.GatewayContext`` (what the hooks engine reads)."""
 
     def __init__(self, loaded: LoadedConfig, providers: dict[str, Provider], lanes: dict[str, Lane],
                  pools: dict[str, Pool], upstream: Upstream, clock: Callable[[], float]):
@@ -53,17 +62,17 @@ class Gateway:
                      if p.protocol in ("openai", "anthropic")}
         self.credentials = Credentials(upstream)
         self.metrics: NullMetrics = NullMetrics()
-        self.plugins = None          # busbar.loader.PluginReloader when plugins are enabled
-        self.hooks = None            # busbar.hooks.HookEngine when any pool or global_hooks has hooks
-        self.cells_by_lane: dict[str, list] = {name: [lane.default_cell] for name, lane in lanes.items()}
+        self.plugins: PluginReloader | None = None   # when plugins are enabled
+        self.hooks: HookEngine | None = None         # when any pool or global_hooks has hooks
+        self.cells_by_lane: dict[str, list[BreakerCell]] = {name: [lane.default_cell] for name, lane in lanes.items()}
         for pool in pools.values():
             for m in pool.members:
                 self.cells_by_lane[m.lane.name].append(m.cell)
 
     @classmethod
     def build(cls, loaded: LoadedConfig, env: Mapping[str, str], *, clock: Callable[[], float] = time.monotonic,
-              transport=None, module_resolver=None,
-              plugins=None) -> "Gateway":
+              transport: httpx.AsyncBaseTransport | None = None, module_resolver: ModuleResolver | None = None,
+              plugins: PluginSet | None = None) -> Gateway:
         cfg = loaded.config
         providers: dict[str, Provider] = {}
         for name, dep in cfg.providers.items():
@@ -87,14 +96,13 @@ class Gateway:
             members = [Member(lanes[mc.model], mc, BreakerCell(pcfg.breaker, hash((pname, i))), i)
                        for i, mc in enumerate(pcfg.members)]
             pools[pname] = Pool(pname, pcfg, members)
+        upstream: Upstream
         if transport is None:
             upstream = _guarded_upstream(loaded)
         else:
             upstream = HttpxUpstream(make_client(cfg.limits, transport))
         gw = cls(loaded, providers, lanes, pools, upstream, clock)
         gw.metrics = Metrics(gw) if cfg.metrics is not None else NullMetrics()
-        from busbar.hooks import attach
-
         attach(gw, plugins)          # hook chains (None when nothing asks for hooks)
         return gw
 
@@ -127,9 +135,10 @@ class Gateway:
         for pool in self.pools.values():
             if any(m.usable(now) for m in pool.members):
                 return True
-        return any(l.usable(now) and l.default_cell.admits(now) for l in self.lanes.values())
+        return any(lane.usable(now) and lane.default_cell.admits(now) for lane in self.lanes.values())
 
     async def aclose(self) -> None:
+        """Close the hook instances and the upstream client (shutdown)."""
         if self.hooks is not None:
             self.hooks.close()
         await self.upstream.aclose()

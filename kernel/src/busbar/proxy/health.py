@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 import orjson
 
 from busbar.ir.model import IrMessage, IrRequest, TextBlock
-from busbar.proxy.disposition import HARD_DOWN, TRANSIENT, classify, effect, parse_retry_after
 from busbar.proxy.credentials import CredentialError
+from busbar.proxy.disposition import HARD_DOWN, TRANSIENT, classify, effect, parse_retry_after
 from busbar.proxy.egress import prepare, read_upstream_error
 from busbar.proxy.runtime import Lane
 from busbar.proxy.upstream import UpstreamError, fetch
 from busbar.security.policy import SsrfBlocked
+
+if TYPE_CHECKING:
+    from busbar.proxy.gateway import Gateway
 
 log = logging.getLogger("busbar.health")
 
@@ -35,7 +39,7 @@ def probe_body(lane: Lane) -> bytes:
     return orjson.dumps(lane.provider.dialect.write_request(ir, lane.upstream_model))
 
 
-def needs_probe(gw, lane: Lane, mode: str) -> bool:
+def needs_probe(gw: Gateway, lane: Lane, mode: str) -> bool:
     """``active``: always; ``dead``: only a lane that is hard-down or has a non-closed cell."""
     if mode == "active":
         return True
@@ -45,7 +49,7 @@ def needs_probe(gw, lane: Lane, mode: str) -> bool:
     return any(c.state_at(now) != 0 or now < c.cooldown_until for c in gw.cells_by_lane[lane.name])
 
 
-async def probe_once(gw, lane: Lane, timeout_s: float) -> str:
+async def probe_once(gw: Gateway, lane: Lane, timeout_s: float) -> str:
     """Probe ``lane`` once and apply the outcome; returns ``ok`` or the disposition class."""
     prov = lane.provider
     cells = gw.cells_by_lane[lane.name]
@@ -80,7 +84,7 @@ async def probe_once(gw, lane: Lane, timeout_s: float) -> str:
     return cls
 
 
-async def _probe_loop(gw, lane: Lane, mode: str, interval: float, timeout: float) -> None:
+async def _probe_loop(gw: Gateway, lane: Lane, mode: str, interval: float, timeout: float) -> None:
     while True:
         await asyncio.sleep(interval)
         if needs_probe(gw, lane, mode):
@@ -90,9 +94,9 @@ async def _probe_loop(gw, lane: Lane, mode: str, interval: float, timeout: float
                 log.exception("health probe of %s raised", lane.name)
 
 
-def start_probers(gw) -> list[asyncio.Task]:
+def start_probers(gw: Gateway) -> list[asyncio.Task[None]]:
     """Spawn one task per probing lane (providers with mode dead/active and a credential)."""
-    tasks = []
+    tasks: list[asyncio.Task[None]] = []
     for lane in gw.lanes.values():
         health = lane.provider.health or {}
         mode = health.get("mode", "none")

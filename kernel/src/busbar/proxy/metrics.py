@@ -21,10 +21,16 @@ Source: seeds 001 "metrics", "Per-attempt timeouts"; ORIGINAL §7.3.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from busbar.proxy.breaker import CLOSED, HALF_OPEN, OPEN
+
+if TYPE_CHECKING:
+    from busbar.proxy.gateway import Gateway
 
 _STATE_VALUE = {CLOSED: 0, HALF_OPEN: 1, OPEN: 2}
 
@@ -42,13 +48,17 @@ class NullMetrics:
     def policy_selection(self, policy: str, pool: str) -> None: ...
     def policy_rejection(self, policy: str, pool: str, status: int) -> None: ...
 
+    def render(self) -> bytes:
+        """Nothing is recorded: the empty exposition (``/metrics`` is not served while disabled)."""
+        return b""
+
 
 class Metrics(NullMetrics):
     """Live counters plus a scrape-time collector over the gateway's lanes and cells."""
 
     enabled = True
 
-    def __init__(self, gateway):
+    def __init__(self, gateway: Gateway):
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self._requests = Counter("busbar_requests", "Client requests by outcome",
@@ -64,25 +74,25 @@ class Metrics(NullMetrics):
                             ["policy", "pool", "status"], registry=r)
         r.register(_LaneCollector(gateway))
 
-    def request(self, proto, pool, outcome):
+    def request(self, proto: str, pool: str, outcome: str) -> None:
         self._requests.labels(proto, pool, outcome).inc()
 
-    def attempt(self, pool, lane):
+    def attempt(self, pool: str, lane: str) -> None:
         self._attempts.labels(pool, lane).inc()
 
-    def failure(self, pool, model, disposition):
+    def failure(self, pool: str, model: str, disposition: str) -> None:
         self._failures.labels(pool, model, disposition).inc()
 
-    def failover(self, pool, reason):
+    def failover(self, pool: str, reason: str) -> None:
         self._failovers.labels(pool, reason).inc()
 
-    def trip(self, pool, lane):
+    def trip(self, pool: str, lane: str) -> None:
         self._trips.labels(pool, lane).inc()
 
-    def policy_selection(self, policy, pool):
+    def policy_selection(self, policy: str, pool: str) -> None:
         self._sel.labels(policy, pool).inc()
 
-    def policy_rejection(self, policy, pool, status):
+    def policy_rejection(self, policy: str, pool: str, status: int) -> None:
         self._rej.labels(policy, pool, str(status)).inc()
 
     def render(self) -> bytes:
@@ -91,13 +101,13 @@ class Metrics(NullMetrics):
 
 
 class _LaneCollector:
-    def __init__(self, gateway):
+    def __init__(self, gateway: Gateway):
         self.gw = gateway
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         return []
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         gw = self.gw
         now = gw.clock()
         state = GaugeMetricFamily("busbar_lane_state", "Breaker state per (pool, lane): 0 closed, "

@@ -15,14 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 import orjson
 
-from busbar.ir.model import MessageDelta, MessageStart, StreamError, Usage
+from busbar.ir.model import IrRequest, MessageDelta, MessageStart, StreamError, StreamEvent, Usage
 from busbar.proto.base import ErrorKind
 from busbar.proxy.upstream import UpstreamError, UpstreamResponse
+
+if TYPE_CHECKING:
+    from busbar.proto.base import Dialect, StreamEncoder
+    from busbar.proxy.attempt import AttemptFailure, AttemptSuccess
+    from busbar.proxy.runtime import Lane
+    from busbar.proxy.translate import Call
 
 log = logging.getLogger("busbar")
 
@@ -32,11 +39,12 @@ class Reply:
     status: int
     headers: dict[str, str]
     body: bytes = b""
-    stream: AsyncIterator[bytes] | None = None
+    stream: AsyncGenerator[bytes, None] | None = None
     usage: Usage = field(default_factory=Usage)
 
 
-def error_reply(ingress, status: int, kind: str, message: str, extra: dict | None = None) -> Reply:
+def error_reply(ingress: Dialect, status: int, kind: str, message: str,
+                extra: dict[str, str] | None = None) -> Reply:
     """A Busbar-originated error in the caller's own envelope."""
     st, headers, body = ingress.error_response(status, kind, message)
     if extra:
@@ -44,7 +52,7 @@ def error_reply(ingress, status: int, kind: str, message: str, extra: dict | Non
     return Reply(st, headers, body)
 
 
-def relay_failure(call, failure, same_protocol: bool) -> Reply:
+def relay_failure(call: Call, failure: AttemptFailure, same_protocol: bool) -> Reply:
     """Relay an upstream error: verbatim on a same-protocol hop, re-enveloped otherwise (C020)."""
     if same_protocol and failure.status and failure.body:
         return Reply(failure.status, dict(failure.headers or {"content-type": "application/json"}),
@@ -54,8 +62,9 @@ def relay_failure(call, failure, same_protocol: bool) -> Reply:
     return error_reply(call.ingress, status, ErrorKind.from_status(status), msg)
 
 
-def whole_reply(call, lane, success) -> Reply:
+def whole_reply(call: Call, lane: Lane, success: AttemptSuccess) -> Reply:
     """A non-stream 2xx: passthrough bytes, or translate through the IR."""
+    assert success.body is not None     # a non-stream success holds the whole body (attempt.attempt)
     egress = lane.provider.dialect
     if egress is call.ingress and not call.reencode:
         ctype = success.response.headers.get("content-type", "application/json")
@@ -65,7 +74,7 @@ def whole_reply(call, lane, success) -> Reply:
     return Reply(200, {"content-type": "application/json"}, orjson.dumps(out), usage=resp.usage)
 
 
-def stream_reply(call, lane, success, *, keepalive_s: float,
+def stream_reply(call: Call, lane: Lane, success: AttemptSuccess, *, keepalive_s: float,
                  on_end: Callable[[bool | None], None]) -> Reply:
     """A committed stream. ``on_end(outcome)`` runs exactly once when the stream ends: ``True`` for
     a clean finish, ``False`` for a mid-stream upstream failure, ``None`` when the client went away
@@ -81,18 +90,20 @@ def stream_reply(call, lane, success, *, keepalive_s: float,
     return Reply(200, headers, stream=gen, usage=usage)
 
 
-def _passthrough_ir(call):
-    from busbar.ir.model import IrRequest
+def _passthrough_ir(call: Call) -> IrRequest:
     return IrRequest(stream=True)
 
 
-async def _frames(call, success, encoder, same: bool, keepalive_s: float, on_end, usage: Usage):
+async def _frames(call: Call, success: AttemptSuccess, encoder: StreamEncoder, same: bool, keepalive_s: float,
+                  on_end: Callable[[bool | None], None], usage: Usage) -> AsyncGenerator[bytes, None]:
     """Yield client frames: raw upstream bytes (same protocol) or re-encoded IR events."""
+    # a stream success carries its decoder, first chunks and first events (attempt._read_first)
+    assert success.decoder is not None and success.first is not None and success.events is not None
     decoder, it = success.decoder
     resp: UpstreamResponse = success.response
     outcome: bool | None = None
     raw: list[bytes] = success.first
-    events: list = success.events
+    events: list[StreamEvent] = success.events
     ended = False
     boundary = True      # same protocol: the relayed bytes end between two events (keep-alive safe)
     try:
@@ -139,6 +150,6 @@ async def _frames(call, success, encoder, same: bool, keepalive_s: float, on_end
         on_end(outcome)
 
 
-def _tap_usage(ev, usage: Usage) -> None:
+def _tap_usage(ev: StreamEvent, usage: Usage) -> None:
     if isinstance(ev, (MessageStart, MessageDelta)):
         usage.merge(ev.usage)

@@ -13,17 +13,20 @@ Source: seeds 001 "providers", "models", "pools"; ORIGINAL §2.4.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from busbar.config.schema import FallbackPool, MemberConfig, ModelConfig, PoolConfig
 from busbar.proxy.breaker import BreakerCell
+
+if TYPE_CHECKING:
+    from busbar.proto.base import Dialect
 
 
 @dataclass(slots=True)
 class Provider:
     name: str
     protocol: str
-    dialect: Any                 # busbar.proto.base.Dialect
+    dialect: Dialect
     base_url: str                # trailing slash trimmed
     path: str | None
     path_base: str | None
@@ -33,7 +36,7 @@ class Provider:
     token_url: str | None = None
     scope: str | None = None
     subject: str | None = None
-    health: dict | None = None       # {mode, interval_secs, timeout_secs} or None (= mode none)
+    health: dict[str, Any] | None = None   # {mode, interval_secs, timeout_secs} or None (= mode none)
     extra_headers: dict[str, str] = field(default_factory=dict)
 
 

@@ -12,6 +12,8 @@ Source: seeds 000 "weighted", seeds 001 "Members and weights", "affinity"; ORIGI
 """
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from busbar.proxy.runtime import Member, Pool
 
 
@@ -61,7 +63,7 @@ def soonest_cooldown(pool: Pool, now: float) -> float:
     return max(1.0, best if best is not None else 1.0)
 
 
-def least_bad(pool: Pool, now: float, excluded: set[int]) -> Member | None:
+def least_bad(pool: Pool, now: float, excluded: AbstractSet[int]) -> Member | None:
     """``on_exhausted: least_bad``: the member whose cooldown ends soonest and has a free permit."""
     cands = [m for m in pool.members if m.index not in excluded and m.lane.has_permit()
              and m.lane.budget != 0]

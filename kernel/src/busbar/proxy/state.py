@@ -22,10 +22,15 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Any
 
 from busbar.proxy.breaker import CLOSED, STATE_NAMES
+
+if TYPE_CHECKING:
+    from busbar.proxy.breaker import BreakerCell
+    from busbar.proxy.gateway import Gateway
 
 log = logging.getLogger("busbar.state")
 SAVE_INTERVAL_S = 5.0
@@ -41,7 +46,7 @@ def state_path(config_path: Path, env: Mapping[str, str] = os.environ) -> Path |
     return Path(raw) if raw.strip() else None
 
 
-def _cells(gw):
+def _cells(gw: Gateway) -> Iterator[tuple[str, str, BreakerCell]]:
     for pool in gw.pools.values():
         for m in pool.members:
             yield pool.name, m.lane.name, m.cell
@@ -49,19 +54,21 @@ def _cells(gw):
         yield "", lane.name, lane.default_cell
 
 
-def snapshot(gw) -> dict:
+def snapshot(gw: Gateway) -> dict[str, Any]:
     """The JSON-ready snapshot of ``gw`` now (monotonic deadlines converted to wall-clock)."""
     now_m, now_w = gw.clock(), time.time()
-    to_wall = lambda t: now_w + (t - now_m) if t > now_m else 0.0  # noqa: E731
-    cells = [{"pool": p, "lane": l, "state": STATE_NAMES[c.state], "trips": c.trips,
+
+    def to_wall(t: float) -> float:
+        return now_w + (t - now_m) if t > now_m else 0.0
+    cells = [{"pool": p, "lane": ln, "state": STATE_NAMES[c.state], "trips": c.trips,
               "cooldown_until": to_wall(c.cooldown_until)}
-             for p, l, c in _cells(gw) if c.state != CLOSED or c.cooldown_until > now_m]
-    lanes = [{"lane": n, "hard_down_until": to_wall(l.hard_down_until), "budget": l.budget,
-              "max_requests": gw.config.models[n].max_requests} for n, l in gw.lanes.items()]
+             for p, ln, c in _cells(gw) if c.state != CLOSED or c.cooldown_until > now_m]
+    lanes = [{"lane": n, "hard_down_until": to_wall(lane.hard_down_until), "budget": lane.budget,
+              "max_requests": gw.config.models[n].max_requests} for n, lane in gw.lanes.items()]
     return {"version": VERSION, "saved_at": now_w, "cells": cells, "lanes": lanes}
 
 
-def save(gw, path: Path) -> None:
+def save(gw: Gateway, path: Path) -> None:
     """Write the snapshot atomically; errors are logged, never raised."""
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -71,15 +78,17 @@ def save(gw, path: Path) -> None:
         log.warning("cannot write state file %s: %s", path, e.strerror)
 
 
-def restore(gw, path: Path) -> bool:
+def restore(gw: Gateway, path: Path) -> bool:
     """Apply a saved snapshot to ``gw``; a missing file is fine, a corrupt one is logged and ignored."""
     try:
         data = json.loads(path.read_text())
         if not isinstance(data, dict) or data.get("version") != VERSION:
             raise ValueError("unknown format or version")
         now_m, now_w = gw.clock(), time.time()
-        to_mono = lambda t: now_m + (t - now_w) if t > now_w else 0.0  # noqa: E731
-        cells = {(p, l): c for p, l, c in _cells(gw)}
+
+        def to_mono(t: float) -> float:
+            return now_m + (t - now_w) if t > now_w else 0.0
+        cells = {(p, ln): c for p, ln, c in _cells(gw)}
         for e in data.get("cells", []):
             cell = cells.get((str(e["pool"]), str(e["lane"])))
             if cell is None:

@@ -21,11 +21,20 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from busbar.ir.model import IrRequest, ReasoningAsk
 from busbar.proto.base import accepts_keyword
+
+if TYPE_CHECKING:
+    from busbar.config.schema import LimitsConfig
+    from busbar.config.schema_ops import ReasoningBudgets
+    from busbar.hooks.run import HookRun
+    from busbar.proto.base import Dialect
+    from busbar.proxy.runtime import Lane
 
 log = logging.getLogger("busbar.translate")
 
@@ -40,8 +49,8 @@ class Call:
     __slots__ = ("ingress", "body", "raw", "stream", "headers", "called", "_ir", "client_model",
                  "shims", "reencode", "hooks", "rewritten", "strict")
 
-    def __init__(self, ingress, body: dict, raw: bytes, stream: bool, headers, called: str,
-                 shims: dict | None = None):
+    def __init__(self, ingress: Dialect, body: dict[str, Any], raw: bytes, stream: bool, headers: Mapping[str, str],
+                 called: str, shims: dict[str, bool] | None = None):
         self.ingress = ingress
         self.body = body
         self.raw = raw
@@ -52,7 +61,7 @@ class Call:
         self._ir: IrRequest | None = None
         self.shims = shims or {}
         self.reencode = bool(self.shims)
-        self.hooks = None            # busbar.hooks.HookRun while hooks observe this request
+        self.hooks: HookRun | None = None   # while hooks observe this request
         self.rewritten = False       # a hook replaced the body: every hop re-serializes the IR
         self.strict = False          # the pool refuses lossy translation (translation: strict)
 
@@ -76,7 +85,7 @@ class Call:
         self.rewritten = True
 
 
-def build_body(call: Call, lane, member_reasoning: bool, limits) -> tuple[bytes, list[str]]:
+def build_body(call: Call, lane: Lane, member_reasoning: bool, limits: LimitsConfig) -> tuple[bytes, list[str]]:
     """The upstream body for ``lane`` and the request fields dropped on the way."""
     egress = lane.provider.dialect
     if egress is call.ingress:
@@ -107,7 +116,7 @@ def build_body(call: Call, lane, member_reasoning: bool, limits) -> tuple[bytes,
     return orjson.dumps(egress.write_request(ir, lane.upstream_model, **_lane_options(egress, lane))), dropped
 
 
-def _lane_options(egress, lane) -> dict:
+def _lane_options(egress: Dialect, lane: Lane) -> dict[str, bool]:
     """Per-lane writer options for dialects whose markers are model-gated: Bedrock ``cachePoint``
     only with the lane's ``prompt_caching: true`` (seeds 001 "models")."""
     if accepts_keyword(egress, "write_request", "prompt_caching"):
@@ -115,14 +124,15 @@ def _lane_options(egress, lane) -> dict:
     return {}
 
 
-def _convert_reasoning(ask: ReasoningAsk, table) -> ReasoningAsk:
+def _convert_reasoning(ask: ReasoningAsk, table: ReasoningBudgets) -> ReasoningAsk:
     """Fill the missing half of an effort/budget ask from the operator's effort table."""
     budgets = {"minimal": table.minimal, "low": table.low, "medium": table.medium, "high": table.high}
     if ask.budget_tokens is None and ask.effort in budgets:
         return ReasoningAsk(ask.effort, budgets[ask.effort], ask.include_thoughts)
     if ask.effort is None and ask.budget_tokens is not None:
-        if ask.budget_tokens == -1:                 # Gemini dynamic thinking projects as medium
+        tokens = ask.budget_tokens
+        if tokens == -1:                            # Gemini dynamic thinking projects as medium
             return ReasoningAsk("medium", -1, ask.include_thoughts)
-        word = min(budgets, key=lambda w: abs(budgets[w] - ask.budget_tokens))
-        return ReasoningAsk(word, ask.budget_tokens, ask.include_thoughts)
+        word = min(budgets, key=lambda w: abs(budgets[w] - tokens))
+        return ReasoningAsk(word, tokens, ask.include_thoughts)
     return ask

@@ -33,14 +33,17 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlencode
 
 import aiohttp
 from yarl import URL
 
 from busbar import __version__
-from busbar.security.resolve import HostGuard
+from busbar.security.resolve import HostGuard, Resolver
+
+if TYPE_CHECKING:
+    import httpx
 
 CONNECT_TIMEOUT_S = 10.0
 USER_AGENT = f"busbar/{__version__}"
@@ -134,7 +137,7 @@ class _AiohttpChunks:
     def __init__(self, content: aiohttp.StreamReader):
         self._content = content
 
-    def __aiter__(self) -> "_AiohttpChunks":
+    def __aiter__(self) -> _AiohttpChunks:
         return self
 
     async def __anext__(self) -> bytes:
@@ -152,8 +155,8 @@ class _AiohttpResponse:
 
     def __init__(self, r: aiohttp.ClientResponse):
         self._r = r
-        self.status = r.status
-        self.headers = r.headers
+        self.status: int = r.status
+        self.headers: Mapping[str, str] = r.headers
 
     async def read(self) -> bytes:
         try:
@@ -187,7 +190,7 @@ class AiohttpUpstream:
     """
 
     def __init__(self, guard: HostGuard, *, total_timeout_s: float, max_idle_per_host: int,
-                 idle_timeout_s: float, resolver=None):
+                 idle_timeout_s: float, resolver: Resolver | None = None):
         self.guard = guard
         self._total_timeout_s = total_timeout_s
         self._pool = (max_idle_per_host, idle_timeout_s, resolver)
@@ -245,9 +248,9 @@ class _HttpxChunks:
 
     def __init__(self, it: AsyncIterator[bytes]):
         self._it = it
-        self._pending: asyncio.Future | None = None
+        self._pending: asyncio.Future[bytes] | None = None
 
-    def __aiter__(self) -> "_HttpxChunks":
+    def __aiter__(self) -> _HttpxChunks:
         return self
 
     async def __anext__(self) -> bytes:
@@ -270,10 +273,10 @@ class _HttpxChunks:
 class _HttpxResponse:
     __slots__ = ("status", "headers", "_r", "_chunks")
 
-    def __init__(self, r: Any):
+    def __init__(self, r: httpx.Response):
         self._r = r
-        self.status = r.status_code
-        self.headers = r.headers
+        self.status: int = r.status_code
+        self.headers: Mapping[str, str] = r.headers
         self._chunks: _HttpxChunks | None = None
 
     async def read(self) -> bytes:
@@ -298,7 +301,7 @@ class _HttpxResponse:
 class HttpxUpstream:
     """:class:`Upstream` over an ``httpx.AsyncClient`` (injected transports: tests, benchmarks)."""
 
-    def __init__(self, client: Any):
+    def __init__(self, client: httpx.AsyncClient):
         self.client = client
 
     async def send(self, method: str, url: str, headers: Mapping[str, str],

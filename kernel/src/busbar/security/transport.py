@@ -18,7 +18,7 @@ redirects"); seeds 001 "security".
 """
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import anyio
@@ -28,8 +28,7 @@ from httpcore import AsyncNetworkBackend, AsyncNetworkStream
 
 from busbar.security.hosts import IPAddress
 from busbar.security.policy import SsrfBlocked, SsrfPolicy
-from busbar.security.resolve import (HostGuard, Resolver, default_resolver, resolve_checked,
-                                     system_resolver)
+from busbar.security.resolve import HostGuard, Resolver, default_resolver, resolve_checked, system_resolver
 
 __all__ = ["GuardedTransport", "Resolver", "guarded_async_client", "guarded_transport", "system_resolver"]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -24,25 +25,28 @@ from busbar.proto.registry import get_dialect
 from busbar.server.dataplane import DataPlane
 from busbar.server.routes import dialect_for_unknown, match
 
+if TYPE_CHECKING:
+    from busbar.proxy.gateway import Gateway
+
 
 @dataclass
 class AppState:
-    gateway: object
+    gateway: Gateway
     started_at: float = 0.0
 
 
-def create_app(state: AppState):
+def create_app(state: AppState) -> DataPlane:
     """Build the data-plane ASGI app around ``state``."""
     api = FastAPI(title="Busbar", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
 
     @api.get("/healthz")
-    async def healthz():
+    async def healthz() -> Response:
         if state.gateway.any_usable():
             return PlainTextResponse("ok")
         return PlainTextResponse("no usable lanes", status_code=503)
 
     @api.get("/metrics")
-    async def metrics():
+    async def metrics() -> Response:
         m = state.gateway.metrics
         if not m.enabled:
             dialect = get_dialect("openai")
@@ -52,7 +56,7 @@ def create_app(state: AppState):
         return Response(m.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @api.get("/v1/models")
-    async def models():
+    async def models() -> Response:
         created = int(state.started_at or time.time())
         data = [{"id": n, "object": "model", "created": created, "owned_by": "busbar"}
                 for n in state.gateway.routable_names()]
@@ -60,7 +64,7 @@ def create_app(state: AppState):
 
     @api.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS",
                                             "TRACE"])
-    async def not_found(path: str, request: Request):
+    async def not_found(path: str, request: Request) -> Response:
         try:
             dialect = get_dialect(dialect_for_unknown("/" + path))
         except KeyError:

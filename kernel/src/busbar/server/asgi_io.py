@@ -13,9 +13,15 @@ Source: seeds 001 "limits" (request_body_max_bytes); ORIGINAL §2.3 (client disc
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator, Awaitable
+from typing import TypeVar
+
+from starlette.types import Receive, Scope, Send
 
 from busbar.proto.errors import PayloadTooLarge, ProtoError
 from busbar.proxy.relay import Reply
+
+T = TypeVar("T")
 
 
 class BodyReadTimeout(ProtoError):
@@ -24,7 +30,7 @@ class BodyReadTimeout(ProtoError):
     status = 408
 
 
-async def read_body(scope, receive, cap: int, frame_timeout_s: float | None = None) -> bytes:
+async def read_body(scope: Scope, receive: Receive, cap: int, frame_timeout_s: float | None = None) -> bytes:
     """Read the whole request body, refusing anything over ``cap`` bytes with ``PayloadTooLarge``
     and a gap of more than ``frame_timeout_s`` seconds between body frames with ``BodyReadTimeout``."""
     for name, value in scope["headers"]:
@@ -36,7 +42,7 @@ async def read_body(scope, receive, cap: int, frame_timeout_s: float | None = No
             except ValueError:
                 pass
             break
-    chunks = []
+    chunks: list[bytes] = []
     size = 0
     while True:
         if frame_timeout_s:
@@ -62,15 +68,16 @@ async def read_body(scope, receive, cap: int, frame_timeout_s: float | None = No
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-async def run_cancellable(receive, coro):
+async def run_cancellable(receive: Receive, coro: Awaitable[T]) -> T | None:
     """Await ``coro`` in the calling task unless the client disconnects first; then the calling task
     is cancelled where ``coro`` is waiting (its ``finally`` blocks run: permits, upstream responses
     and streams are released) and ``None`` is returned. One watcher task per request; an outside
     cancellation (server shutdown) still propagates."""
     task = asyncio.current_task()
+    assert task is not None             # always: a coroutine runs in a task
     state = {"gone": False, "over": False}
 
-    def on_disconnect(w: asyncio.Future) -> None:
+    def on_disconnect(w: asyncio.Future[None]) -> None:
         if w.cancelled() or w.exception() is not None or state["over"]:   # exception(): retrieved
             return
         state["gone"] = True
@@ -93,7 +100,7 @@ async def run_cancellable(receive, coro):
     return result
 
 
-async def _wait_disconnect(receive) -> None:
+async def _wait_disconnect(receive: Receive) -> None:
     while True:
         msg = await receive()
         if msg["type"] == "http.disconnect":
@@ -104,7 +111,7 @@ def _raw_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
 
 
-async def send_reply(send, receive, reply: Reply) -> None:
+async def send_reply(send: Send, receive: Receive, reply: Reply) -> None:
     """Write ``reply``; for a stream, cancel it as soon as the client disconnects."""
     if reply.stream is None:
         headers = _raw_headers(reply.headers)
@@ -117,7 +124,7 @@ async def send_reply(send, receive, reply: Reply) -> None:
     await run_cancellable(receive, _pump(send, reply.stream))
 
 
-async def _pump(send, stream) -> None:
+async def _pump(send: Send, stream: AsyncGenerator[bytes, None]) -> None:
     try:
         async for frame in stream:
             if frame:

@@ -12,8 +12,15 @@ Source: seeds 001 "plugins" (fail-closed guarantees), "providers" (secret refere
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from busbar.config.load import LoadedConfig
+    from busbar.loader import PluginReloader, PluginSet
+    from busbar.loader.secrets import SecretModuleResolver
+    from busbar.proxy.gateway import Gateway
 
 
 class BootError(Exception):
@@ -24,7 +31,7 @@ class BootError(Exception):
         self.faults = faults
 
 
-def check_plugins(loaded) -> list[str]:
+def check_plugins(loaded: LoadedConfig) -> list[str]:
     """Plugin faults of ``loaded`` without importing anything (``--validate``)."""
     cfg = loaded.config.plugins
     if not cfg.enabled:
@@ -38,14 +45,14 @@ def check_plugins(loaded) -> list[str]:
     return []
 
 
-def boot(loaded, env: Mapping[str, str]):
+def boot(loaded: LoadedConfig, env: Mapping[str, str]) -> tuple[Gateway, PluginReloader | None]:
     """Load plugins and build the gateway; raises ``BootError``."""
     from busbar.config.secrets import SecretError
     from busbar.loader import SecretResolutionError
     from busbar.proxy.gateway import Gateway
 
-    reloader = None
-    resolver = None
+    reloader: PluginReloader | None = None
+    resolver: SecretModuleResolver | None = None
     if loaded.config.plugins.enabled:
         from busbar.loader import PluginBootError, PluginReloader
         from busbar.loader.secrets import SecretModuleResolver
@@ -69,5 +76,8 @@ def boot(loaded, env: Mapping[str, str]):
         raise BootError(list(e.faults)) from None
     gateway.plugins = reloader
     if reloader is not None and gateway.hooks is not None:
-        reloader.on_swap = lambda old, new: reattach(gateway, new)   # SIGHUP: hooks follow the new set
+        def follow(old: PluginSet, new: PluginSet) -> None:          # SIGHUP: hooks follow the new set
+            reattach(gateway, new)
+
+        reloader.on_swap = follow
     return gateway, reloader

@@ -14,29 +14,38 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import orjson
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from busbar.proto.base import ErrorKind
 from busbar.proto.errors import ProtoError
 from busbar.proto.registry import get_dialect
-from busbar.proxy.translate import Call
 from busbar.proxy.engine import forward
 from busbar.proxy.relay import error_reply
+from busbar.proxy.runtime import Lane, Pool
+from busbar.proxy.translate import Call
 from busbar.server.asgi_io import read_body, run_cancellable, send_reply
-from busbar.server.routes import match
+from busbar.server.routes import Route, match
+
+if TYPE_CHECKING:
+    from busbar.proto.base import Dialect
+    from busbar.proxy.gateway import Gateway
+    from busbar.proxy.relay import Reply
+    from busbar.server.app import AppState
 
 log = logging.getLogger("busbar.access")
 
 class DataPlane:
     """ASGI app: serves ingress routes itself, delegates the rest to ``fallback`` (FastAPI)."""
 
-    def __init__(self, state, fallback):
+    def __init__(self, state: AppState, fallback: ASGIApp):
         self.state = state          # busbar.server.app.AppState (holds the live Gateway)
         self.fallback = fallback
         self.inflight = 0           # data-plane requests in progress (limits.max_inbound_concurrent)
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.fallback(scope, receive, send)
         route = match(scope["method"], scope["path"], scope.get("query_string", b""))
@@ -59,7 +68,8 @@ class DataPlane:
         finally:
             self.inflight -= 1
 
-    async def _handle(self, gw, scope, receive, send, dialect, route, t0: float) -> None:
+    async def _handle(self, gw: Gateway, scope: Scope, receive: Receive, send: Send, dialect: Dialect, route: Route,
+                      t0: float) -> None:
         try:
             raw = await read_body(scope, receive, gw.limits.request_body_max_bytes,
                                   gw.limits.request_body_read_timeout_secs)
@@ -81,7 +91,8 @@ class DataPlane:
             reply.headers["server-timing"] = f"busbar;dur={(time.perf_counter() - t0) * 1000:.1f}"
         await send_reply(send, receive, reply)
 
-    async def _serve(self, gw, scope, dialect, raw: bytes, route, receive):
+    async def _serve(self, gw: Gateway, scope: Scope, dialect: Dialect, raw: bytes, route: Route,
+                     receive: Receive) -> tuple[Reply | None, str | None]:
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
@@ -97,6 +108,7 @@ class DataPlane:
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
                                f"'model' must be a string naming a pool or a model, not "
                                f"{type(name).__name__}"), None
+        target: Pool | Lane | None
         if adhoc_provider is not None:
             target = gw.adhoc_lane(adhoc_provider, name)
             if target is None:
@@ -113,7 +125,7 @@ class DataPlane:
         call = Call(dialect, body, raw, stream, headers, name, route.shims)
         try:
             if _needs_ir_check(call, target):
-                call.ir  # validate the body's shape before any upstream work
+                call.ir  # noqa: B018 - evaluating the property validates the body's shape before any upstream work
         except ProtoError as e:
             return error_reply(dialect, e.status, e.kind, e.message), None
         except (TypeError, ValueError, KeyError, AttributeError) as e:   # a field of the wrong type
@@ -130,8 +142,8 @@ def _outcome(status: int) -> str:
     return "client_error" if status < 500 else "error"
 
 
-def _needs_ir_check(call: Call, target) -> bool:
+def _needs_ir_check(call: Call, target: Pool | Lane) -> bool:
     """Cross-protocol targets need the IR anyway; parse it up front so a bad body is a clean 400."""
-    members = getattr(target, "members", None)
-    lanes = [m.lane for m in members] if members is not None else [target]
-    return any(l.provider.dialect is not call.ingress for l in lanes)
+    if isinstance(target, Pool):
+        return any(m.lane.provider.dialect is not call.ingress for m in target.members)
+    return target.provider.dialect is not call.ingress

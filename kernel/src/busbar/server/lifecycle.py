@@ -16,6 +16,8 @@ import gc
 import logging
 import signal
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -23,16 +25,20 @@ from busbar.proxy.health import start_probers
 from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
 from busbar.server.app import AppState, create_app
 
+if TYPE_CHECKING:
+    from busbar.config.load import LoadedConfig
+    from busbar.proxy.gateway import Gateway
+
 log = logging.getLogger("busbar")
 
 
-async def _saver(gw, path) -> None:
+async def _saver(gw: Gateway, path: Path) -> None:
     while True:
         await asyncio.sleep(SAVE_INTERVAL_S)
         save(gw, path)
 
 
-async def run(loaded, gateway, host: str, port: int) -> bool:
+async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int) -> bool:
     """Serve until stopped; returns whether the server started (False: e.g. the port was taken)."""
     path = state_path(loaded.config_path)
     if path is not None:
@@ -49,7 +55,7 @@ async def run(loaded, gateway, host: str, port: int) -> bool:
     # uvicorn re-raises the stop signal after serve() returns, with the handlers it found installed;
     # inert handlers here let the shutdown below (final state snapshot) run to completion.
     previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
-    if getattr(gateway, "plugins", None) is not None:
+    if gateway.plugins is not None:
         gateway.plugins.install_sighup()          # SIGHUP: rescan plugins.dir, swap atomically
     gc.collect()
     gc.freeze()          # boot-time objects (config, plugins, pools) leave the collector's scans: shorter full GCs
@@ -64,7 +70,7 @@ async def run(loaded, gateway, host: str, port: int) -> bool:
         if path is not None:
             save(gateway, path)
         await gateway.aclose()
-        if getattr(gateway, "plugins", None) is not None:
+        if gateway.plugins is not None:
             gateway.plugins.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -30,7 +30,7 @@ class Route(NamedTuple):
     name: str | None            # target from the path (None: from the body's model)
     adhoc_provider: str | None
     stream: bool | None         # None: from the body's stream flag
-    shims: dict | None          # kernel-only request markers (stripped before egress)
+    shims: dict[str, bool] | None   # kernel-only request markers (stripped before egress)
 
 
 _BODY_MODEL = {"/v1/chat/completions": "openai", "/v1/responses": "responses", "/v2/chat": "cohere",

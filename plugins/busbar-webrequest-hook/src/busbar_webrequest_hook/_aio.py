@@ -121,7 +121,7 @@ async def exchange(sessions: LoopSessions, settings: Settings, body: bytes, dead
             return buf.value()
     except SsrfBlocked as e:
         raise WebRequestError("ssrf", e.reason) from None
-    except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+    except (TimeoutError, aiohttp.ServerTimeoutError):
         raise WebRequestError("timeout", f"{op} to {where}: no reply within {s.timeout_s * 1000:.0f} ms "
                                          f"(settings.timeout_ms)") from None
     except aiohttp.ClientConnectorError as e:

@@ -36,7 +36,7 @@ def check_settings(settings: dict[str, Any], spec: dict[str, tuple[type, Any]], 
                 out[name] = default
             continue
         value = settings[name]
-        if isinstance(value, bool) and typ is not bool or not isinstance(value, typ):
+        if (isinstance(value, bool) and typ is not bool) or not isinstance(value, typ):
             faults.append(f"store.settings.{name}: expected {'an integer' if typ is int else 'a ' + typ.__name__}, "
                           f"got {type(value).__name__}")
             continue

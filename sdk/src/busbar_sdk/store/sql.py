@@ -170,7 +170,7 @@ class SqlStore(Store):
                 yield conn
         except StoreError:
             raise
-        except (OperationalError, OSError, ConnectionError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OperationalError, OSError, ConnectionError) as exc:
             raise StoreUnavailable(self._clean(f"{self.backend} at {self.where} is unavailable: "
                                                f"{_reason(exc)}")) from None
         except DBAPIError as exc:

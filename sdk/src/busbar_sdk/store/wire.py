@@ -39,7 +39,7 @@ class Codec:
 
 def _scalar(*types: type) -> Codec:
     def decode(v: Any) -> Any:
-        if isinstance(v, bool) and bool not in types or not isinstance(v, types):
+        if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
             raise StoreInvalid(f"expected {' or '.join(t.__name__ for t in types)}, got {type(v).__name__}")
         return v
     return Codec(lambda v: v, decode)
@@ -145,7 +145,7 @@ async def dispatch(store: Store, payload: Any) -> dict[str, Any]:
         if isinstance(exc, StoreInvalid) and not str(exc).startswith(op):
             exc = StoreInvalid(f"{op}: {exc}")
         return _error(exc)
-    except Exception as exc:  # backend code: reported, never raised through the ABI
+    except Exception as exc:  # noqa: BLE001 - backend code: reported, never raised through the ABI
         return {"error": {"kind": "error", "message": f"{op}: {type(exc).__name__}: {exc}"}}
 
 

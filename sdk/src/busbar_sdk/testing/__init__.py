@@ -2,9 +2,10 @@
 
 :func:`load_packed` runs the loader's pipeline on a real tarball: the structural validation
 (:func:`busbar_sdk.artifact.read_artifact`), the signature check against the key you pass, the
-``requires_dist`` check against the environment, the safe wheel extraction into a private directory, the import through a plugin importer (never
-``sys.path``), and the ABI binding with the kind cross-check. What it skips is the operator's
-trust *policy* (publishers, opt-ins, floors), which belongs to the kernel.
+``requires_dist`` check against the environment, the safe wheel extraction into a private directory,
+the import through a plugin importer (never ``sys.path``), and the ABI binding with the kind
+cross-check. What it skips is the operator's trust *policy* (publishers, opt-ins, floors), which
+belongs to the kernel.
 
 Example::
 

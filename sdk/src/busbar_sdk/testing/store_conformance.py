@@ -58,7 +58,8 @@ def _run(factory: Factory, body: Callable[[Store], Awaitable[Any]]) -> Any:
 
 
 def _key(key_id: str = "k1", **kw: Any) -> VirtualKey:
-    return VirtualKey(id=key_id, name=kw.pop("name", "bob-laptop"), created_at=kw.pop("created_at", 1_700_000_000), **kw)
+    return VirtualKey(id=key_id, name=kw.pop("name", "bob-laptop"), created_at=kw.pop("created_at", 1_700_000_000),
+                      **kw)
 
 
 def _cred(cid: str, key_id: str = "k1", slot: int = 0, public_id: str = "AKIAEXAMPLE0") -> CredentialSecret:

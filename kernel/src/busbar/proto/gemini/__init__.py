@@ -1,4 +1,6 @@
-"""The Gemini dialect (``models/{model}:generateContent`` / ``:streamGenerateContent``); ``DIALECT`` is the singleton."""
+"""The Gemini dialect (``models/{model}:generateContent`` / ``:streamGenerateContent``).
+
+``DIALECT`` is the singleton."""
 
 from busbar.proto.gemini.dialect import DIALECT, GeminiDialect
 

@@ -1,6 +1,7 @@
 """The Gemini dialect object (``DIALECT``): both directions of ``models/{model}:generateContent``.
 
-Composition only: ``request`` (client body -> IR) and ``parts`` (content parts), ``request_writer`` (IR -> provider body),
+Composition only: ``request`` (client body -> IR) and ``parts`` (content parts), ``request_writer``
+(IR -> provider body),
 ``response`` (non-stream bodies), ``stream_decoder`` / ``stream_encoder`` (SSE or JSON-array
 chunks), ``errors`` (envelopes), ``ids`` (thought signatures inside tool-call ids). Implements
 ``busbar.proto.base.Dialect``; ``requires_max_tokens`` is False.
