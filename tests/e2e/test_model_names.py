@@ -29,6 +29,8 @@ providers:
 models:
   claude: { provider: up-anthropic }
   gem: { provider: up-gemini }
+  "odd%41name": { provider: up-gemini, upstream_model: gemini-2.0-flash }
+  "nova/eu": { provider: up-bedrock, upstream_model: amazon.nova-pro-v1:0 }
 """
 ENV = {"T_GEMINI_KEY": "gk-test", "T_AWS_CREDS": "AKIDTEST:SECRETTEST"}
 BODY = {"model": "ignored", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
@@ -157,3 +159,16 @@ def test_emoji_name_stream_reaches_the_client(gw, mock):
     assert events[0] == "message_start" and events[-1] == "message_stop"
     assert [r["raw_path"] for r in mock.requests()] == [
         "/v1beta/models/%E6%B5%81%E5%BC%8F%F0%9F%9A%80:streamGenerateContent"]
+
+
+@pytest.mark.parametrize(("path", "body", "route_target", "upstream_path"), [
+    ("/v1beta/models/odd%2541name:generateContent", GEMINI_BODY, "odd%2541name",
+     "/v1beta/models/gemini-2.0-flash:generateContent"),
+    ("/model/nova%2Feu/converse", BEDROCK_BODY, "nova/eu", "/model/amazon.nova-pro-v1%3A0/converse"),
+])
+def test_path_model_names_are_decoded_once(gw, mock, path, body, route_target, upstream_path):
+    """``%2541`` in the request path names the configured model ``odd%41name`` (not ``oddAname``)."""
+    status, headers, raw = raw_post(gw, path, body)
+    assert status == 200, raw
+    assert headers["x-busbar-route-target"] == route_target
+    assert [r["raw_path"] for r in mock.requests()] == [upstream_path]
