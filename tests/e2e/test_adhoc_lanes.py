@@ -72,6 +72,7 @@ def gw(gateway_factory, mock):
     return gateway_factory(CONFIG, mock.url)
 
 
+@pytest.mark.slow
 def test_distinct_adhoc_names_keep_metrics_and_lane_cache_bounded(gw, mock):
     ask = lambda model: httpx.post(f"{gw.url}/up-anthropic/{model}/v1/messages", content=BODY,  # noqa: E731
                                    headers={"content-type": "application/json"}, timeout=30)
