@@ -20,7 +20,8 @@ from busbar.config.schema_providers import CatalogProvider
 from busbar.security.ssrf import HostGuard, SsrfPolicy
 
 BUSBAR = str(Path(sys.executable).parent / "busbar")
-CATALOG: dict = yaml.safe_load(resources.files("busbar.catalog").joinpath("providers.yaml").read_text("utf-8"))
+CATALOG: dict = yaml.safe_load(
+    resources.files("busbar.catalog").joinpath("providers.yaml").read_text("utf-8"))
 
 
 def test_catalog_holds_the_1_5_entries():
@@ -63,8 +64,8 @@ def test_a_config_naming_every_catalog_provider_validates(tmp_path):
     lines += ["models:"] + [f'  m{i}: {{ provider: "{n}" }}' for i, n in enumerate(CATALOG)]
     cfg = tmp_path / "config.yaml"
     cfg.write_text("auth: { chain: [] }\n" + "\n".join(lines) + "\n")
-    r = subprocess.run([BUSBAR, "--validate", "--config", str(cfg)], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "CATALOG_TEST_KEY": "k"}, check=False)
+    r = subprocess.run([BUSBAR, "--validate", "--config", str(cfg)], capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "CATALOG_TEST_KEY": "k"}, check=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"busbar: {cfg} is valid")
     assert "providers" not in r.stderr and "base_url" not in r.stderr

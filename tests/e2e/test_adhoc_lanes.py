@@ -82,7 +82,8 @@ def test_distinct_adhoc_names_keep_metrics_and_lane_cache_bounded(gw, mock):
                                "body": {"type": "error", "error": {"type": "overloaded_error",
                                                                    "message": "down"}}}}])
     first = ask("sick-lane")
-    assert first.status_code == 503 and first.json()["error"]["message"] == "all upstream attempts failed; last: down"
+    assert first.status_code == 503
+    assert first.json()["error"]["message"] == "all upstream attempts failed; last: down"
     assert len(mock.requests()) == 1
     tripped = ask("sick-lane")
     assert tripped.status_code == 503 and int(tripped.headers["retry-after"]) >= 590
@@ -95,7 +96,8 @@ def test_distinct_adhoc_names_keep_metrics_and_lane_cache_bounded(gw, mock):
     mock.clear()
 
     # 2. flood: N_NAMES distinct ad-hoc model names, each a real upstream call
-    statuses = asyncio.run(_post_all(gw.port, [f"/up-anthropic/name-{i}/v1/messages" for i in range(N_NAMES)]))
+    paths = [f"/up-anthropic/name-{i}/v1/messages" for i in range(N_NAMES)]
+    statuses = asyncio.run(_post_all(gw.port, paths))
     assert statuses == [200] * N_NAMES
     after = httpx.get(gw.url + "/metrics").text
     assert _series(after) == _series(before)     # not one new series: labels never carry the names

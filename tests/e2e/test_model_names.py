@@ -36,13 +36,22 @@ ENV = {"T_GEMINI_KEY": "gk-test", "T_AWS_CREDS": "AKIDTEST:SECRETTEST"}
 BODY = {"model": "ignored", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
 GEMINI_BODY = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
 BEDROCK_BODY = {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}
-DOTS = "the model name has a '..' path segment; a model name is one path segment (no '.', '..' or empty parts between '/')"
-DOT = "the model name has a '.' path segment; a model name is one path segment (no '.', '..' or empty parts between '/')"
-EMPTY = "the model name has an empty path segment; a model name is one path segment (no '.', '..' or empty parts between '/')"
+SEGMENT = "a model name is one path segment (no '.', '..' or empty parts between '/')"
+DOTS = f"the model name has a '..' path segment; {SEGMENT}"
+DOT = f"the model name has a '.' path segment; {SEGMENT}"
+EMPTY = f"the model name has an empty path segment; {SEGMENT}"
 
 
 def ctrl(code: int) -> str:
     return f"the model name contains the control character U+{code:04X}; a model name is printable text"
+
+
+def anthropic_400(message: str) -> dict:
+    return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+def gemini_400(message: str) -> dict:
+    return {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}
 
 
 @pytest.fixture(scope="module")
@@ -63,20 +72,20 @@ def raw_post(gw, path: str, body: dict) -> tuple[int, dict[str, str], bytes]:
 
 # (request path, body, expected reply JSON) for names refused before any upstream work
 REFUSED = [
-    ("/up-gemini/../../x/v1/messages", BODY, {"type": "error", "error": {"type": "invalid_request_error", "message": DOTS}}),
-    ("/up-gemini/a%2F..%2F..%2Fx/v1/messages", BODY, {"type": "error", "error": {"type": "invalid_request_error", "message": DOTS}}),
-    ("/up-gemini/./v1/messages", BODY, {"type": "error", "error": {"type": "invalid_request_error", "message": DOT}}),
-    ("/up-gemini/a//b/v1/messages", BODY, {"type": "error", "error": {"type": "invalid_request_error", "message": EMPTY}}),
-    ("/up-bedrock/..%2Fmodel%2Fx/v1/messages", BODY, {"type": "error", "error": {"type": "invalid_request_error", "message": DOTS}}),
-    ("/up-vertex-claude/..%2F..%2Fgoogle/v1/messages", BODY, {"type": "error", "error": {"type": "invalid_request_error", "message": DOTS}}),
-    ("/up-anthropic/evil%0D%0Ax-injected:%201/v1/messages", BODY, {"type": "error", "error": {"type": "invalid_request_error", "message": ctrl(0x0D)}}),
-    ("/up-gemini/a%09b/v1/messages", BODY, {"type": "error", "error": {"type": "invalid_request_error", "message": ctrl(0x09)}}),
-    ("/up-gemini/a%7Fb/v1/messages", BODY, {"type": "error", "error": {"type": "invalid_request_error", "message": ctrl(0x7F)}}),
-    ("/up-gemini/a%C2%85b/v1/messages", BODY, {"type": "error", "error": {"type": "invalid_request_error", "message": ctrl(0x85)}}),
-    ("/v1beta/models/..%2F..%2Fx:generateContent", GEMINI_BODY, {"error": {"code": 400, "message": DOTS, "status": "INVALID_ARGUMENT"}}),
-    ("/v1beta/models/gem%0A:generateContent", GEMINI_BODY, {"error": {"code": 400, "message": ctrl(0x0A), "status": "INVALID_ARGUMENT"}}),
+    ("/up-gemini/../../x/v1/messages", BODY, anthropic_400(DOTS)),
+    ("/up-gemini/a%2F..%2F..%2Fx/v1/messages", BODY, anthropic_400(DOTS)),
+    ("/up-gemini/./v1/messages", BODY, anthropic_400(DOT)),
+    ("/up-gemini/a//b/v1/messages", BODY, anthropic_400(EMPTY)),
+    ("/up-bedrock/..%2Fmodel%2Fx/v1/messages", BODY, anthropic_400(DOTS)),
+    ("/up-vertex-claude/..%2F..%2Fgoogle/v1/messages", BODY, anthropic_400(DOTS)),
+    ("/up-anthropic/evil%0D%0Ax-injected:%201/v1/messages", BODY, anthropic_400(ctrl(0x0D))),
+    ("/up-gemini/a%09b/v1/messages", BODY, anthropic_400(ctrl(0x09))),
+    ("/up-gemini/a%7Fb/v1/messages", BODY, anthropic_400(ctrl(0x7F))),
+    ("/up-gemini/a%C2%85b/v1/messages", BODY, anthropic_400(ctrl(0x85))),
+    ("/v1beta/models/..%2F..%2Fx:generateContent", GEMINI_BODY, gemini_400(DOTS)),
+    ("/v1beta/models/gem%0A:generateContent", GEMINI_BODY, gemini_400(ctrl(0x0A))),
     ("/model/..%2F..%2Fx/converse", BEDROCK_BODY, {"message": DOTS}),
-    ("/./v1/messages", BODY, {"type": "error", "error": {"type": "invalid_request_error", "message": DOT}}),
+    ("/./v1/messages", BODY, anthropic_400(DOT)),
 ]
 
 
@@ -92,7 +101,8 @@ def test_refused_names_answer_400_with_no_upstream_call(gw, mock, path, body, ex
 def test_bedrock_refusal_names_its_exception_type(gw, mock):
     status, headers, _ = raw_post(gw, "/model/..%2F..%2Fx/converse", BEDROCK_BODY)
     assert status == 400
-    assert headers["x-amzn-errortype"] == "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"
+    assert headers["x-amzn-errortype"] == \
+        "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"
     assert mock.requests() == []
 
 

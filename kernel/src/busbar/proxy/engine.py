@@ -266,7 +266,8 @@ async def _run(gw, call: Call, lane: Lane, who, cell, remaining: float, pool: st
 
 def _record_failure(gw, lane: Lane, cell, failure: AttemptFailure, now: float, pool: str) -> None:
     kind = effect(failure.cls)
-    gw.metrics.failure(pool, lane.metric_label, "attempt_timeout" if failure.reason == "attempt_timeout" else failure.cls)
+    gw.metrics.failure(pool, lane.metric_label,
+                       "attempt_timeout" if failure.reason == "attempt_timeout" else failure.cls)
     if kind == CLIENT:
         lane.client_fault += 1
         cell.release_probe()

@@ -62,7 +62,7 @@ class Lane:
         self.latency_ms: float | None = None
         self.ok = self.err = self.client_fault = 0
         self.default_cell = default_cell          # the cell for direct / ad-hoc routes
-        self.metric_label = name                  # the ``lane``/``model`` metric label ("<provider>/*" ad-hoc)
+        self.metric_label = name                  # metrics' lane/model label ("<provider>/*" ad-hoc)
 
     def has_permit(self) -> bool:
         return self.max_concurrent is None or self.inflight < self.max_concurrent

@@ -88,7 +88,8 @@ class GeminiDialect:
         """``(absolute URL, headers, body)`` of one upstream call.
 
         URL: ``base_url + (path_base or "/v1beta/models") + "/{model}:generateContent"`` or
-        ``":streamGenerateContent?alt=sse"`` (the model percent-encoded as one path segment, ``@`` kept: ``busbar.modelname``).
+        ``":streamGenerateContent?alt=sse"`` (the model percent-encoded as one path segment, ``@``
+        kept: ``busbar.modelname.path_segment``).
 
         Args:
             provider: has ``base_url`` (trailing slash trimmed), ``path_base``, ``api_key`` and
