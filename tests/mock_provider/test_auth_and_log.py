@@ -63,7 +63,8 @@ def test_request_log_records_headers_and_body(mock: MockProcess) -> None:
     log = mock.requests()
     assert [e["path"] for e in log] == ["/v1/chat/completions", "/v1/messages"]
     first, second = log
-    assert set(first) == {"ts", "method", "path", "query", "headers", "body"}
+    assert set(first) == {"ts", "method", "path", "raw_path", "query", "headers", "body"}
+    assert first["raw_path"] == "/v1/chat/completions"
     assert first["method"] == "POST"
     assert first["headers"]["authorization"] == "Bearer sk-secret-1"
     assert first["headers"]["x-trace"] == "abc"

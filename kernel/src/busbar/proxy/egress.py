@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
 import httpx
 import orjson
 
 from busbar.config.schema import LimitsConfig
+from busbar.modelname import path_segment
 from busbar.proto.base import UpstreamErrorInfo, accepts_keyword
 from busbar.proxy.runtime import Provider
 
@@ -89,7 +89,7 @@ def upstream_url(provider: Provider, upstream_model: str, stream: bool) -> str:
         verb = "streamRawPredict" if stream else "rawPredict"
         # one path segment whatever the text (the ad-hoc route's model is the client's): never a way
         # out of path_base, around the verb or into the query; '@' (Vertex model versions) kept
-        return f"{provider.base_url}{provider.path_base}/{quote(upstream_model, safe='@')}:{verb}"
+        return f"{provider.base_url}{provider.path_base}/{path_segment(upstream_model, keep='@')}:{verb}"
     return provider.base_url + _DEFAULT_PATHS[provider.protocol]
 
 

@@ -29,6 +29,7 @@ import math
 from typing import TYPE_CHECKING
 
 from busbar.hooks.plan import Plan
+from busbar.modelname import header_value
 from busbar.proto.base import ErrorKind
 from busbar.proxy.attempt import AttemptFailure, attempt
 from busbar.proxy.disposition import CLIENT, CONTEXT, HARD_DOWN, effect
@@ -211,7 +212,7 @@ async def _run(gw: Gateway, call: Call, lane: Lane, who: Member | Lane, cell: Br
             released = True
             lane.release()
 
-    gw.metrics.attempt(pool, lane.name)
+    gw.metrics.attempt(pool, lane.metric_label)
     try:
         res = await attempt(gw, call, who, remaining)
     except BaseException:
@@ -227,7 +228,7 @@ async def _run(gw: Gateway, call: Call, lane: Lane, who: Member | Lane, cell: Br
     if charged:
         lane.budget -= 1
     lane.observe_latency((now - t0) * 1000.0)
-    headers_extra = {ROUTE_TARGET: lane.name}
+    headers_extra = {ROUTE_TARGET: header_value(lane.name)}
     if res.dropped:
         headers_extra[TRANSLATION_DROPPED] = ", ".join(res.dropped)
     if not call.stream:
@@ -254,8 +255,8 @@ async def _run(gw: Gateway, call: Call, lane: Lane, who: Member | Lane, cell: Br
             lane.ok += 1
         elif outcome is False:
             if cell.record_failure(t):
-                gw.metrics.trip(pool, lane.name)
-            gw.metrics.failure(pool, lane.name, "stream_error")
+                gw.metrics.trip(pool, lane.metric_label)
+            gw.metrics.failure(pool, lane.metric_label, "stream_error")
             lane.err += 1
             if charged:
                 lane.budget += 1          # refund: the body failed after 2xx headers
@@ -271,7 +272,8 @@ async def _run(gw: Gateway, call: Call, lane: Lane, who: Member | Lane, cell: Br
 
 def _record_failure(gw: Gateway, lane: Lane, cell: BreakerCell, failure: AttemptFailure, now: float, pool: str) -> None:
     kind = effect(failure.cls)
-    gw.metrics.failure(pool, lane.name, "attempt_timeout" if failure.reason == "attempt_timeout" else failure.cls)
+    gw.metrics.failure(pool, lane.metric_label,
+                       "attempt_timeout" if failure.reason == "attempt_timeout" else failure.cls)
     if kind == CLIENT:
         lane.client_fault += 1
         cell.release_probe()
@@ -286,4 +288,4 @@ def _record_failure(gw: Gateway, lane: Lane, cell: BreakerCell, failure: Attempt
         cell.hard_down(now, secs)
         return
     if cell.record_failure(now, failure.retry_after):
-        gw.metrics.trip(pool, lane.name)
+        gw.metrics.trip(pool, lane.metric_label)

@@ -5,7 +5,8 @@ lanes, pools and breaker cells, and opens the shared upstream client (``gw.upstr
 ``busbar.proxy.upstream.Upstream``: aiohttp on the SSRF-guarded connector; with ``transport=`` an
 ``httpx`` transport, e.g. ``httpx.MockTransport`` in tests, behind the same seam). Target resolution:
 ``target(name)`` -> ``Pool`` | ``Lane`` | ``None``; ``adhoc_lane(provider, model)`` for the
-``/{provider}/{model}/v1/messages`` route (no pool; lane-default cell; cached per pair).
+``/{provider}/{model}/v1/messages`` route (no pool; lane-default cell; held in the bounded LRU
+cache ``gw.adhoc``, a ``busbar.proxy.adhoc.AdhocLanes``).
 
 ``plugins`` (a loaded ``busbar.loader.PluginSet``) lets pools and ``global_hooks`` name hook
 plugins; their chains are built here (``busbar.hooks.attach``, ``gw.hooks``).
@@ -24,11 +25,12 @@ from typing import TYPE_CHECKING
 import httpx
 
 from busbar.config.load import LoadedConfig
-from busbar.config.schema import BreakerConfig, ModelConfig
+from busbar.config.schema import BreakerConfig
 from busbar.config.secrets import ModuleResolver, resolve_secret
 from busbar.config.validate import _merged_provider_fields
 from busbar.hooks import HookEngine, attach
 from busbar.proto.registry import get_dialect
+from busbar.proxy.adhoc import AdhocLanes
 from busbar.proxy.breaker import BreakerCell
 from busbar.proxy.credentials import Credentials
 from busbar.proxy.egress import auth_headers, make_client
@@ -57,7 +59,7 @@ class Gateway:
         self.pools = pools
         self.upstream = upstream
         self.clock = clock
-        self._adhoc: dict[tuple[str, str], Lane] = {}
+        self.adhoc = AdhocLanes(clock)
         self.auth = {name: auth_headers(p) for name, p in providers.items()
                      if p.protocol in ("openai", "anthropic")}
         self.credentials = Credentials(upstream)
@@ -114,16 +116,13 @@ class Gateway:
         return self.lanes.get(name)
 
     def adhoc_lane(self, provider: str, model: str) -> Lane | None:
-        """A lane for ``/{provider}/{model}/v1/messages``: the provider's credential, no pool."""
-        key = (provider, model)
-        lane = self._adhoc.get(key)
-        if lane is None:
-            prov = self.providers.get(provider)
-            if prov is None:
-                return None
-            lane = Lane(model, prov, ModelConfig(provider=provider), BreakerCell(BreakerConfig(), hash(key)))
-            self._adhoc[key] = lane
-        return lane
+        """A lane for ``/{provider}/{model}/v1/messages`` (the provider's credential, no pool), or
+        ``None`` when ``provider`` is not configured. ``model`` must already pass
+        ``busbar.modelname.name_fault``."""
+        prov = self.providers.get(provider)
+        if prov is None:
+            return None
+        return self.adhoc.get(prov, model)
 
     def routable_names(self) -> list[str]:
         """Pools then models, for ``GET /v1/models``."""

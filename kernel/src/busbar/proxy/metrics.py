@@ -15,7 +15,12 @@ Opt-in (seeds 001 "metrics"): with no ``metrics:`` block, ``NullMetrics`` record
 Scrape-time gauges (side-effect free; they never take a half-open probe):
 ``busbar_lane_state{pool,lane}`` (0 closed, 1 half-open, 2 open), ``busbar_lane_inflight{lane}``,
 ``busbar_lane_available_permits{lane}`` (-1 = unbounded), ``busbar_lane_budget_remaining{lane}``
-(-1 = unlimited). Direct and ad-hoc routes use pool ``""``.
+(-1 = unlimited), ``busbar_adhoc_lanes`` (lanes held in the bounded ad-hoc lane cache). Direct and
+ad-hoc routes use pool ``""``.
+
+Label cardinality is bounded by the config: ``pool`` is a configured pool name or ``""``, ``lane`` /
+``model`` a configured model name or, for an ad-hoc lane, ``"<provider>/*"`` (``Lane.metric_label``):
+a client-chosen model name never becomes a label value.
 
 Source: seeds 001 "metrics", "Per-attempt timeouts"; ORIGINAL §7.3.
 """
@@ -130,7 +135,10 @@ class _LaneCollector:
             permits.add_metric([lane.name], -1 if lane.max_concurrent is None
                                else lane.max_concurrent - lane.inflight)
             budget.add_metric([lane.name], lane.budget)
+        adhoc = GaugeMetricFamily("busbar_adhoc_lanes", "Ad-hoc lanes held in the bounded ad-hoc lane "
+                                  "cache", value=len(gw.adhoc))
         yield state
+        yield adhoc
         yield inflight
         yield permits
         yield budget

@@ -3,7 +3,9 @@
 - ``Provider``: the merged catalog + deployment entry with its resolved credential and dialect.
 - ``Lane``: one ``models:`` entry (model at a provider). Lane-global state shared by every pool:
   the ``max_concurrent`` permit counter, the ``max_requests`` lifetime budget, the hard-down
-  deadline, the latency EWMA (α = 0.2, ms) and outcome counters.
+  deadline, the latency EWMA (α = 0.2, ms) and outcome counters. ``metric_label`` is the name
+  metrics count it under: the model name, or ``"<provider>/*"`` for an ad-hoc lane
+  (``busbar.proxy.adhoc``), so no client-chosen string becomes a label.
 - ``Member``: a lane inside a pool with its weight, SWRR ``current`` weight, overrides and its own
   ``BreakerCell`` (breaker state is per (pool, lane)).
 - ``Pool``: members + breaker/failover/on_exhausted/affinity config.
@@ -45,7 +47,8 @@ class Lane:
 
     __slots__ = ("name", "provider", "upstream_model", "max_concurrent", "inflight", "budget",
                  "default_max_tokens", "attempt_timeout_ms", "reasoning", "prompt_caching",
-                 "hard_down_until", "latency_ms", "ok", "err", "client_fault", "default_cell")
+                 "hard_down_until", "latency_ms", "ok", "err", "client_fault", "default_cell",
+                 "metric_label")
 
     def __init__(self, name: str, provider: Provider, cfg: ModelConfig, default_cell: BreakerCell):
         self.name = name
@@ -62,6 +65,7 @@ class Lane:
         self.latency_ms: float | None = None
         self.ok = self.err = self.client_fault = 0
         self.default_cell = default_cell          # the cell for direct / ad-hoc routes
+        self.metric_label = name                  # metrics' lane/model label ("<provider>/*" ad-hoc)
 
     def has_permit(self) -> bool:
         return self.max_concurrent is None or self.inflight < self.max_concurrent

@@ -4,10 +4,13 @@ Routes: see ``busbar.server.routes`` (six protocols; a protocol whose dialect is
 falls through to a native 404).
 
 Everything else (``GET /healthz``, ``GET /v1/models``, unknown routes) goes to the FastAPI app
-(``busbar.server.app``). Every reply of a served request carries ``x-busbar-route-target``.
+(``busbar.server.app``). Every reply of a served request carries ``x-busbar-route-target`` (the lane name,
+percent-encoded: ``busbar.modelname.header_value``).
 With ``observability.emit_server_timing: true`` every reply carries
 ``Server-Timing: busbar;dur=<ms>`` (time from the request to the response headers).
-Faults answer in the caller's own envelope: malformed JSON 400, unknown pool/model 404,
+Faults answer in the caller's own envelope: malformed JSON 400, a model name from the path with an
+empty/``.``/``..`` segment or a control character 400 before any upstream work
+(``busbar.modelname``; docs/routing.md#client-chosen-model-names), unknown pool/model 404,
 oversized body 413 (seeds 001 "limits"; ORIGINAL §7.4).
 """
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from busbar.modelname import name_fault
 from busbar.proto.base import ErrorKind
 from busbar.proto.errors import ProtoError
 from busbar.proto.registry import get_dialect
@@ -108,6 +112,10 @@ class DataPlane:
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
                                f"'model' must be a string naming a pool or a model, not "
                                f"{type(name).__name__}"), None
+        if route.name is not None:       # a name from the path: one segment, printable (it may reach a URL)
+            fault = name_fault(name)
+            if fault is not None:
+                return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, fault), None
         target: Pool | Lane | None
         if adhoc_provider is not None:
             target = gw.adhoc_lane(adhoc_provider, name)

@@ -14,15 +14,19 @@ body's ``stream``; path-model protocols name it in the URL and stream by the ver
 | ``/{provider}/{model}/v1/messages`` | anthropic, ad-hoc | provider + model | body |
 | ``/v1beta/models/{m}:generateContent`` (also ``/v1/``) | gemini | path | no |
 | ``/v1beta/models/{m}:streamGenerateContent[?alt=sse]`` | gemini | path | yes (JSON array without ``alt=sse``) |
-| ``/model/{id}/converse`` / ``converse-stream`` | bedrock | path (URL-decoded) | verb |
+| ``/model/{id}/converse`` / ``converse-stream`` | bedrock | path | verb |
 | ``/model/{id}/invoke`` / ``invoke-with-response-stream`` | bedrock-invoke | path | verb |
+
+``path`` is the ASGI ``scope["path"]``, already percent-decoded once by the server: a name is
+never decoded a second time (``%2541`` names ``%41``, not ``A``). A name taken from the path is then
+checked by ``busbar.modelname.name_fault`` (docs/routing.md#client-chosen-model-names).
 
 Source: ORIGINAL §7.1 (data-plane routes), §2.2 (ingress identification).
 """
 from __future__ import annotations
 
 from typing import NamedTuple
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
 
 class Route(NamedTuple):
@@ -51,17 +55,17 @@ def match(method: str, path: str, query: bytes = b"") -> Route | None:
         if not model:
             return None
         if verb == "generateContent":
-            return Route("gemini", unquote(model), None, False, None)
+            return Route("gemini", model, None, False, None)
         if verb == "streamGenerateContent":
             alt = parse_qs(query.decode("latin-1")).get("alt", [""])[0]
             shims = None if alt == "sse" else {"__busbar_gemini_json_array": True}
-            return Route("gemini", unquote(model), None, True, shims)
+            return Route("gemini", model, None, True, shims)
         return None
     if path.startswith("/model/"):
         model, _, verb = path[len("/model/"):].rpartition("/")
         hit = _BEDROCK_VERBS.get(verb)
         if hit and model:
-            return Route(hit[0], unquote(model), None, hit[1], None)
+            return Route(hit[0], model, None, hit[1], None)
         return None
     if path.endswith("/v1/messages"):
         parts = path[1:-len("/v1/messages")].split("/", 1)

@@ -162,7 +162,7 @@ class SqlStore(Store):
         authentication or TLS rules) is :class:`StoreUnavailable` naming the target."""
         try:
             conn = await self.engine.connect()
-        except (SQLAlchemyError, OSError, ConnectionError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, SQLAlchemyError, OSError, ConnectionError) as exc:
             raise StoreUnavailable(self._clean(f"{self.backend} at {self.where} is unavailable: "
                                                f"{_reason(exc)}")) from None
         try:

@@ -173,7 +173,9 @@ class MockProvider:
             return
         headers = ex.headers()
         body = _parse_body(raw)
-        self.journal.request(method, path, ex.scope.get("query_string", b"").decode("latin-1"), headers, body)
+        raw_path = ex.scope.get("raw_path")
+        self.journal.request(method, path, ex.scope.get("query_string", b"").decode("latin-1"), headers, body,
+                             raw_path.decode("latin-1") if raw_path is not None else None)
         if rt.model is not None and isinstance(body, dict):  # path-model: model and stream from the URL
             body = {**body, "model": rt.model, "stream": rt.stream}
         if rt.endpoint == "/v1/models" and method == "GET":

@@ -33,14 +33,17 @@ class Journal:
         self.requests: deque[dict[str, Any]] = deque(maxlen=max(max_entries, 1))
         self.events: deque[dict[str, Any]] = deque(maxlen=max(max_entries, 1000))
 
-    def request(self, method: str, path: str, query: str, headers: dict[str, str], body: Any) -> None:
-        """Append one received request."""
+    def request(self, method: str, path: str, query: str, headers: dict[str, str], body: Any,
+                raw_path: str | None = None) -> None:
+        """Append one received request. ``path`` is percent-decoded; ``raw_path`` is the path exactly
+        as it arrived on the request line (``None`` when the server did not report it)."""
         if self.record_requests:
             self.requests.append(
                 {
                     "ts": time.time(),
                     "method": method,
                     "path": path,
+                    "raw_path": raw_path,
                     "query": query,
                     "headers": headers,
                     "body": body,

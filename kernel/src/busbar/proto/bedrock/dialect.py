@@ -16,9 +16,9 @@ Source: ORIGINAL.md §2.2 "Seam", "Body-model vs path-model", "Egress auth per p
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 from busbar.ir.model import IrRequest, IrResponse
+from busbar.modelname import path_segment
 from busbar.proto.base import UpstreamErrorInfo
 from busbar.proto.bedrock import errors, request, request_writer, response, sigv4
 from busbar.proto.bedrock.stream_decoder import BedrockStreamDecoder
@@ -32,7 +32,7 @@ EVENTSTREAM = "application/vnd.amazon.eventstream"
 
 def model_path(upstream_model: str, verb: str) -> str:
     """``/model/{modelId}/{verb}`` with the model id encoded as ONE segment (``:`` -> ``%3A``, ``/`` -> ``%2F``)."""
-    return f"/model/{quote(upstream_model, safe='')}/{verb}"
+    return f"/model/{path_segment(upstream_model)}/{verb}"
 
 
 class BedrockDialect:

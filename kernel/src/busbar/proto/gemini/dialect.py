@@ -18,9 +18,9 @@ seeds 001 "providers.yaml" ``path_base`` (Gemini-on-Vertex), "Credential format 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 from busbar.ir.model import IrRequest, IrResponse
+from busbar.modelname import path_segment
 from busbar.proto.base import UpstreamErrorInfo
 from busbar.proto.gemini import errors, request, request_writer, response
 from busbar.proto.gemini.stream_decoder import GeminiStreamDecoder
@@ -89,7 +89,8 @@ class GeminiDialect:
         """``(absolute URL, headers, body)`` of one upstream call.
 
         URL: ``base_url + (path_base or "/v1beta/models") + "/{model}:generateContent"`` or
-        ``":streamGenerateContent?alt=sse"`` (the model percent-encoded, ``/`` and ``@`` kept).
+        ``":streamGenerateContent?alt=sse"`` (the model percent-encoded as one path segment, ``@``
+        kept: ``busbar.modelname.path_segment``).
 
         Args:
             provider: has ``base_url`` (trailing slash trimmed), ``path_base``, ``api_key`` and
@@ -102,7 +103,7 @@ class GeminiDialect:
         """
         base = provider.base_url + (provider.path_base or DEFAULT_PATH_BASE)
         verb = ":streamGenerateContent?alt=sse" if stream else ":generateContent"
-        url = f"{base}/{quote(upstream_model, safe='/@')}{verb}"
+        url = f"{base}/{path_segment(upstream_model, keep='@')}{verb}"
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream" if stream else "application/json",
