@@ -3,7 +3,6 @@ against the signed plugin tarballs `scripts/setup` builds into dist/plugins (rea
 Redis on 127.0.0.1)."""
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -13,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from busbar_sdk.store import MeteringDelta
 
 from tests.store.conftest import _pg, _redis_clear
 
@@ -64,28 +62,32 @@ def backend_config(tmp_path: Path) -> Iterator[callable]:  # type: ignore[valid-
         c()
 
 
-def _seed_metering(backend: str, settings: dict[str, object]) -> None:
-    """Write three metering rows (two days before 2026-11-02, one on it) through the plugin code."""
-    sys.path.insert(0, str(ROOT / "plugins" / {"sqlite": "busbar-store-sqlite", "postgres": "busbar-store-postgres",
-                                               "valkey": "busbar-store-valkey"}[backend] / "src"))
-    try:
-        if backend == "sqlite":
-            from busbar_store_sqlite import SqliteStore as cls
-        elif backend == "postgres":
-            from busbar_store_postgres import PostgresStore as cls  # type: ignore[no-redef]
-        else:
-            from busbar_store_valkey import ValkeyStore as cls  # type: ignore[no-redef]
-    finally:
-        sys.path.pop(0)
+_SEED = """
+import asyncio, json, sys
+from busbar_sdk.store import MeteringDelta
+module, _, name = sys.argv[1].partition(":")
+cls = getattr(__import__(module), name)
 
-    async def seed() -> None:
-        store = cls.from_settings(dict(settings))
-        await store.open()
-        rows = [MeteringDelta(day=d, key_id="k1", model="gpt", provider="openai", input=5, requests=1)
-                for d in ("2026-10-31", "2026-11-01", "2026-11-02")]
-        await store.add_metering(rows)
-        await store.close()
-    asyncio.run(seed())
+async def seed():
+    store = cls.from_settings(json.loads(sys.argv[2]))
+    await store.open()
+    await store.add_metering([MeteringDelta(day=d, key_id="k1", model="gpt", provider="openai", input=5, requests=1)
+                              for d in ("2026-10-31", "2026-11-01", "2026-11-02")])
+    await store.close()
+asyncio.run(seed())
+"""
+_CLASSES = {"sqlite": ("busbar-store-sqlite", "busbar_store_sqlite:SqliteStore"),
+            "postgres": ("busbar-store-postgres", "busbar_store_postgres:PostgresStore"),
+            "valkey": ("busbar-store-valkey", "busbar_store_valkey:ValkeyStore")}
+
+
+def _seed_metering(backend: str, settings: dict[str, object]) -> None:
+    """Write three metering rows (two days before 2026-11-02, one on it) with the plugin's own code,
+    in a child process (importing a plugin package here would shadow the signed tarballs other
+    tests load)."""
+    project, cls = _CLASSES[backend]
+    subprocess.run([sys.executable, "-c", _SEED, cls, json.dumps(settings)], check=True, timeout=60,
+                   env={**os.environ, "PYTHONPATH": str(ROOT / "plugins" / project / "src")})
 
 
 @pytest.mark.parametrize("backend,shown", [("sqlite", "sqlite"), ("postgres", "postgres"), ("valkey", "valkey")])
