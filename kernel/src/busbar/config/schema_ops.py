@@ -65,6 +65,11 @@ class LimitsConfig(Strict):
     stream_keepalive_secs: float = 15.0
     """Busbar (Python) extension: seconds of upstream stream silence before a keep-alive is sent to the
     client. > 0."""
+    header_read_timeout_secs: int = 30
+    """Busbar (Python) extension: seconds a connection has to send a whole request head, from its
+    start or from the first byte of a later request (408 and close; silent close when nothing came)."""
+    keep_alive_timeout_secs: int = 75
+    """Busbar (Python) extension: seconds an idle keep-alive connection is kept between requests."""
 
 
 class ObservabilityConfig(Strict):

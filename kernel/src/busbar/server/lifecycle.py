@@ -3,7 +3,8 @@
 ``run(loaded, gateway, host, port)`` (a coroutine): restores the ``BUSBAR_STATE_FILE`` snapshot,
 spawns the health probers and the periodic state saver, moves the boot-time heap out of the garbage
 collector's scans (``gc.freeze``: full collections then walk only request-time objects, a shorter tail
-latency), serves with uvicorn until SIGINT/SIGTERM,
+latency), serves with uvicorn until SIGINT/SIGTERM (the listener's head cap, head-read and
+keep-alive idle timeouts and HTTP/1.0 framing: ``busbar.server.listener``; no WebSocket upgrades),
 then cancels the background tasks, writes a final snapshot and closes the upstream client.
 
 Source: seeds 001 "Environment variables", "Health probing"; ORIGINAL §2.21.
@@ -24,6 +25,7 @@ import uvicorn
 from busbar.proxy.health import start_probers
 from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
 from busbar.server.app import AppState, create_app
+from busbar.server.listener import protocol_class
 
 if TYPE_CHECKING:
     from busbar.config.load import LoadedConfig
@@ -44,8 +46,11 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int) -> b
     if path is not None:
         restore(gateway, path)
     state = AppState(gateway=gateway, started_at=time.time())
+    limits = loaded.config.limits
     config = uvicorn.Config(create_app(state), host=host, port=port, lifespan="off", access_log=False,
-                            log_level=logging.getLogger().getEffectiveLevel(), timeout_keep_alive=75)
+                            log_level=logging.getLogger().getEffectiveLevel(), ws="none",
+                            http=protocol_class(limits.header_read_timeout_secs),
+                            timeout_keep_alive=limits.keep_alive_timeout_secs)
     server = uvicorn.Server(config)
     tasks = start_probers(gateway)
     if path is not None:

@@ -1,0 +1,119 @@
+"""The listener's HTTP/1 protocol: uvicorn's httptools protocol plus the front-door connection limits.
+
+``protocol_class(head_timeout_s) -> type[FrontDoorProtocol]`` is handed to ``uvicorn.Config(http=...)``.
+What it adds to uvicorn (whose own ``timeout_keep_alive`` already closes a connection idle after a
+response, ``limits.keep_alive_timeout_secs``):
+
+- **Request head cap** (``HEAD_MAX_BYTES`` = 64 KiB: request line plus headers). A head still
+  incomplete past it is answered ``431 request head exceeds the 65536-byte limit`` and the
+  connection is closed; at most one socket read more than the cap is ever buffered per connection.
+- **Head-read timeout** (``limits.header_read_timeout_secs``): from the connection's start, and
+  from the first byte of each later request, the whole head must arrive within the timeout. A
+  connection that sent nothing is closed silently; one that sent part of a head gets
+  ``408 request head not received within <n>s`` and is closed. A head that arrives in one read (the
+  usual case) costs no timer.
+- **HTTP/1.0 framing**: an HTTP/1.0 client cannot decode ``Transfer-Encoding: chunked``, so a reply
+  without ``Content-Length`` (a stream) is close-delimited instead: the body is written as it comes
+  and the connection closed at its end (HTTP/1.0 connections are never kept alive).
+
+See docs/configuration.md#front-door-connection-limits.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
+
+HEAD_MAX_BYTES = 64 * 1024
+"""Largest request head (request line + header lines, bytes) a connection may send: 431 past it."""
+
+
+class _CloseDelimitedCycle(RequestResponseCycle):
+    """An HTTP/1.0 request's cycle: a reply without ``Content-Length`` is close-delimited, never
+    chunked (uvicorn would add ``Transfer-Encoding: chunked``, which HTTP/1.0 does not define)."""
+
+    close_delimited = False
+
+    async def send(self, message: Any) -> None:
+        if message["type"] == "http.response.start" and not self.response_started:
+            if not any(name.lower() == b"content-length" for name, _ in message.get("headers", ())):
+                self.close_delimited = True
+                self.chunked_encoding = False        # uvicorn then writes body frames as they are
+        elif self.close_delimited and message["type"] == "http.response.body":
+            self.expected_content_length = len(message.get("body", b""))   # each frame is its own length
+        await super().send(message)
+
+
+class FrontDoorProtocol(HttpToolsProtocol):
+    """``HttpToolsProtocol`` with the head cap, the head-read timeout and HTTP/1.0 framing (see the
+    module docstring). ``head_timeout_s`` is set on the subclass ``protocol_class`` returns."""
+
+    head_timeout_s: float = 30.0
+    head_max_bytes: int = HEAD_MAX_BYTES
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._in_head = True            # waiting for (the rest of) a request head
+        self._head_bytes = 0            # bytes received since that head began
+        self._head_timer: asyncio.TimerHandle | None = self.loop.call_later(
+            self.head_timeout_s, self._head_timed_out)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if not self._in_head:
+            return super().data_received(data)
+        self._head_bytes += len(data)
+        super().data_received(data)
+        if not self._in_head or self.transport.is_closing():
+            return
+        if self._head_bytes > self.head_max_bytes:
+            self._refuse(431, f"request head exceeds the {self.head_max_bytes}-byte limit")
+        elif self._head_timer is None:     # a head split across reads: it now has a deadline
+            self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_timed_out)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._head_bytes = 0
+        self._cancel_head_timer()
+        super().on_headers_complete()
+        cycle = self.cycle
+        if self.scope["http_version"] == "1.0" and cycle is not None and cycle.scope is self.scope:
+            cycle.__class__ = _CloseDelimitedCycle
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True            # the next bytes start the next head
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing() or not self._in_head:
+            return
+        if self.cycle is not None and not self.cycle.response_complete:   # a reply still in flight
+            self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_timed_out)
+            return
+        if self._head_bytes:
+            self._refuse(408, f"request head not received within {self.head_timeout_s:g}s")
+        else:
+            self.transport.close()
+
+    def _refuse(self, status: int, text: str) -> None:
+        """Answer ``status`` with a plain-text ``text`` and close the connection."""
+        body = text.encode("ascii")
+        self.transport.write(b"".join((
+            STATUS_LINE[status], b"content-type: text/plain; charset=utf-8\r\n",
+            b"content-length: ", str(len(body)).encode("ascii"), b"\r\nconnection: close\r\n\r\n", body)))
+        self.transport.close()
+
+
+def protocol_class(head_timeout_s: float) -> type[FrontDoorProtocol]:
+    """The listener protocol with ``limits.header_read_timeout_secs`` = ``head_timeout_s`` (seconds)."""
+    return type("FrontDoorProtocol", (FrontDoorProtocol,), {"head_timeout_s": float(head_timeout_s)})

@@ -1,0 +1,208 @@
+"""Front-door connection limits through the real busbar process, over raw sockets: the request-head
+cap (431), the head-read and keep-alive idle timeouts, and HTTP/1.0 framing (docs/configuration.md
+#front-door-connection-limits)."""
+from __future__ import annotations
+
+import json
+import selectors
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.rawclient import connect, parse, read_response, read_to_close
+
+CONFIG = """
+listen: "127.0.0.1:{port}"
+limits: { header_read_timeout_secs: 1, keep_alive_timeout_secs: 1 }
+providers:
+  up-openai: { protocol: openai, base_url: MOCK, api_key: { env: T_OPENAI_KEY } }
+models:
+  m: { provider: up-openai }
+pools:
+  p: { members: [ { model: m } ] }
+"""
+HEAD_MAX = 65536
+CHAT = b'{"model":"p","stream":%s,"messages":[{"role":"user","content":"hi there"}]}'
+
+
+@pytest.fixture(scope="module")
+def gw(gateway_factory, mock):
+    return gateway_factory(CONFIG, mock.url)
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_head_over_the_cap_is_431_and_closed(gw):
+    s = connect(gw.url)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * (HEAD_MAX + 1000))
+    raw, _ = read_to_close(s)
+    s.close()
+    body = b"request head exceeds the 65536-byte limit"
+    assert raw == (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                   b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body) + body)
+
+
+def test_head_under_the_cap_is_served(gw):
+    s = connect(gw.url)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * (HEAD_MAX - 200) + b"\r\n\r\n")
+    resp = read_response(s)
+    s.close()
+    assert (resp.status, resp.body) == (200, b"ok")
+
+
+def test_head_flood_keeps_memory_flat_and_healthz_responsive(gw):
+    """4 attackers each stream 128 MiB of header bytes (reconnecting whenever they are cut off):
+    RSS grows by less than 32 MiB and /healthz keeps answering within 1 s throughout."""
+    before = _rss_kib(gw.proc.pid)
+    quota = 128 * 1024 * 1024
+    sent = [0, 0, 0, 0]
+    junk = b"x" * 65536
+
+    def attack(i: int) -> None:
+        while sent[i] < quota:
+            s = connect(gw.url, timeout_s=2)
+            try:
+                s.sendall(b"GET / HTTP/1.1\r\nhost: x\r\nx-flood: ")
+                while sent[i] < quota:
+                    s.sendall(junk)
+                    sent[i] += len(junk)
+            except OSError:
+                pass
+            finally:
+                s.close()
+
+    threads = [threading.Thread(target=attack, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    peak, slowest, probes = before, 0.0, 0
+    while any(t.is_alive() for t in threads) or probes < 5:
+        t0 = time.monotonic()
+        r = httpx.get(gw.url + "/healthz", timeout=5)
+        slowest = max(slowest, time.monotonic() - t0)
+        assert (r.status_code, r.text) == (200, "ok")
+        peak = max(peak, _rss_kib(gw.proc.pid))
+        probes += 1
+        time.sleep(0.05)
+    assert sum(sent) >= 4 * quota
+    assert peak - before < 32 * 1024, (before, peak)
+    assert slowest < 1.0, (slowest, probes)
+
+
+def test_partial_head_gets_408_after_the_head_read_timeout(gw):
+    s = connect(gw.url)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n")
+    raw, took = read_to_close(s, timeout_s=5)
+    s.close()
+    body = b"request head not received within 1s"
+    assert raw == (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                   b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body) + body)
+    assert 0.8 <= took < 2.5
+
+
+def test_silent_connection_is_closed_after_the_head_read_timeout(gw):
+    s = connect(gw.url)
+    raw, took = read_to_close(s, timeout_s=5)
+    s.close()
+    assert raw == b""
+    assert 0.8 <= took < 2.5
+
+
+def test_head_split_across_reads_within_the_timeout_is_served(gw):
+    s = connect(gw.url)
+    s.sendall(b"GET /healthz HTTP/1.1\r\n")
+    time.sleep(0.5)
+    s.sendall(b"host: x\r\n\r\n")
+    resp = read_response(s)
+    assert (resp.status, resp.body) == (200, b"ok")
+    time.sleep(0.6)                                 # idle < keep_alive_timeout_secs: still open
+    s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+    assert read_response(s).status == 200
+    s.close()
+
+
+def test_idle_keep_alive_connection_is_closed(gw):
+    s = connect(gw.url)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+    resp = read_response(s)
+    assert (resp.status, resp.body) == (200, b"ok")
+    raw, took = read_to_close(s, timeout_s=5)
+    s.close()
+    assert raw == b""
+    assert 0.8 <= took < 2.5
+
+
+def test_500_idle_and_half_sent_connections_do_not_hold(gw):
+    """250 connections that sent nothing and 250 that sent part of a head are all closed by the
+    server within 3 s (head-read timeout 1 s); the partial ones got their 408 first."""
+    sel = selectors.DefaultSelector()
+    socks: list[socket.socket] = []
+    for i in range(500):
+        s = connect(gw.url)
+        if i % 2:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-")
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ, bytearray())
+        socks.append(s)
+    deadline = time.monotonic() + 3.0
+    closed: dict[int, bytes] = {}
+    while len(closed) < len(socks) and time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=0.2):
+            s = key.fileobj
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
+            if chunk:
+                key.data.extend(chunk)
+            else:
+                closed[s.fileno()] = bytes(key.data)
+                sel.unregister(s)
+    for s in socks:
+        s.close()
+    assert len(closed) == 500
+    answers = sorted(set(closed.values()))
+    assert len(answers) == 2 and answers[0] == b""
+    assert parse(answers[1]).status == 408
+    assert sum(1 for v in closed.values() if v) == 250
+
+
+def test_http10_stream_is_close_delimited_not_chunked(gw):
+    body = CHAT % b"true"
+    s = connect(gw.url)
+    s.sendall(b"POST /v1/chat/completions HTTP/1.0\r\ncontent-type: application/json\r\n"
+              b"content-length: %d\r\n\r\n" % len(body) + body)
+    raw, _ = read_to_close(s)
+    s.close()
+    resp = parse(raw)
+    assert resp.status_line == "HTTP/1.1 200 OK"
+    assert "transfer-encoding" not in resp.headers and "content-length" not in resp.headers
+    assert resp.headers["connection"] == "close"
+    assert resp.headers["content-type"].startswith("text/event-stream")
+    events = resp.body.decode().split("\n\n")
+    assert events[-2:] == ["data: [DONE]", ""]           # raw SSE, no chunk-size lines
+    assert all(e.startswith("data: {") for e in events[:-2])
+    chunks = [json.loads(e[6:]) for e in events[:-2]]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == "Hello from m. You said: hi there"
+
+
+def test_http10_json_reply_keeps_content_length(gw):
+    body = CHAT % b"false"
+    s = connect(gw.url)
+    s.sendall(b"POST /v1/chat/completions HTTP/1.0\r\ncontent-type: application/json\r\n"
+              b"content-length: %d\r\n\r\n" % len(body) + body)
+    raw, _ = read_to_close(s)
+    s.close()
+    resp = parse(raw)
+    assert resp.status == 200 and resp.headers["connection"] == "close"
+    assert int(resp.headers["content-length"]) == len(resp.body)
+    assert "transfer-encoding" not in resp.headers
