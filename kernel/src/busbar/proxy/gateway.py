@@ -136,6 +136,15 @@ class Gateway:
                 return True
         return any(lane.usable(now) and lane.default_cell.admits(now) for lane in self.lanes.values())
 
+    def pool_usable(self, name: str) -> bool | None:
+        """``/healthz?pool=<name>``: is some member of pool ``name`` usable in that pool's own cells
+        (lane not hard-down, budget and a permit left, cell admitting)? ``None``: no such pool."""
+        pool = self.pools.get(name)
+        if pool is None:
+            return None
+        now = self.clock()
+        return any(m.usable(now) for m in pool.members)
+
     async def aclose(self) -> None:
         """Close the hook instances and the upstream client (shutdown)."""
         if self.hooks is not None:

@@ -3,10 +3,11 @@
 ``create_app(state) -> ASGI app``. ``AppState.gateway`` is the live ``Gateway``; swapping it is
 how a reload applies (the data plane reads it per request).
 
-FastAPI routes: ``GET /healthz`` (``ok`` / 503 ``no usable lanes``; reads never take a breaker
-probe), ``GET /v1/models`` (OpenAI list shape: pools then models), and a catch-all that answers
-unknown routes with a native-envelope 404 (Anthropic shape under ``/v1/messages`` paths, else
-OpenAI's).
+FastAPI routes: ``GET /healthz`` (``ok`` / 503 ``no usable lanes``: any lane usable in any cell;
+``?pool=<name>``: ``ok`` / 503 ``no usable lanes in pool '<name>'`` (no member usable in that pool's
+cells) / 404 ``no pool named '<name>'``; reads never take a breaker probe), ``GET /v1/models``
+(OpenAI list shape: pools then models), and a catch-all that answers unknown routes with a
+native-envelope 404 (Anthropic shape under ``/v1/messages`` paths, else OpenAI's).
 
 Source: ORIGINAL §7.1 (data-plane routes); seeds 001 "Minimal working example".
 """
@@ -40,10 +41,17 @@ def create_app(state: AppState) -> DataPlane:
     api = FastAPI(title="Busbar", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
 
     @api.get("/healthz")
-    async def healthz() -> Response:
-        if state.gateway.any_usable():
+    async def healthz(pool: str | None = None) -> Response:
+        if pool is None:
+            if state.gateway.any_usable():
+                return PlainTextResponse("ok")
+            return PlainTextResponse("no usable lanes", status_code=503)
+        usable = state.gateway.pool_usable(pool)
+        if usable is None:
+            return PlainTextResponse(f"no pool named '{pool}'", status_code=404)
+        if usable:
             return PlainTextResponse("ok")
-        return PlainTextResponse("no usable lanes", status_code=503)
+        return PlainTextResponse(f"no usable lanes in pool '{pool}'", status_code=503)
 
     @api.get("/metrics")
     async def metrics() -> Response:
