@@ -85,7 +85,7 @@ async def attempt(gw: Gateway, call: Call, member_or_lane: Member | Lane,
     except (TypeError, ValueError, KeyError, AttributeError) as e:   # malformed field values
         log.info("request for %s cannot be translated: %r", lane.name, e)
         return AttemptFailure("client_error", 400, UpstreamErrorInfo(
-            None, f"the request cannot be translated for this model: {type(e).__name__}: {e}"), None,
+            None, "the request cannot be translated for this model: a field has the wrong type or shape"), None,
             reason="client_error")
     if dropped and call.strict:
         return AttemptFailure("client_error", 400, UpstreamErrorInfo(

@@ -192,6 +192,10 @@ def _final_failure(call: Call, failure: AttemptFailure, lane: Lane, wait_s: floa
         return reply
     if failure.cls in ("auth", "billing"):     # never echo upstream credential text (case C020)
         msg = f"upstream {failure.cls} failure at lane '{lane.name}'"
+    elif failure.cls == "network":             # transport text names internal hosts and library classes
+        log.warning("lane %s: upstream connection failed: %s", lane.name,
+                    failure.info.message if failure.info else "")
+        msg = f"upstream connection failure at lane '{lane.name}'"
     else:
         msg = failure.info.message if failure.info and failure.info.message else "upstream unavailable"
     reply = error_reply(call.ingress, 503, ErrorKind.OVERLOADED,

@@ -8,10 +8,12 @@ Everything else (``GET /healthz``, ``GET /v1/models``, unknown routes) goes to t
 percent-encoded: ``busbar.modelname.header_value``).
 With ``observability.emit_server_timing: true`` every reply carries
 ``Server-Timing: busbar;dur=<ms>`` (time from the request to the response headers).
-Faults answer in the caller's own envelope: malformed JSON 400, a model name from the path with an
+Faults answer in the caller's own envelope: malformed JSON 400, a body nested more than
+``MAX_JSON_DEPTH`` (128) levels 400 naming the field, a model name from the path with an
 empty/``.``/``..`` segment or a control character 400 before any upstream work
 (``busbar.modelname``; docs/routing.md#client-chosen-model-names), unknown pool/model 404,
-oversized body 413 (seeds 001 "limits"; ORIGINAL §7.4).
+oversized body 413; client-facing text never carries an exception class name
+(docs/configuration.md#front-door-connection-limits).
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from busbar.proxy.relay import error_reply
 from busbar.proxy.runtime import Lane, Pool
 from busbar.proxy.translate import Call
 from busbar.server.asgi_io import read_body, run_cancellable, send_reply
+from busbar.server.jsondepth import MAX_JSON_DEPTH, deep_field, too_deep
 from busbar.server.routes import Route, match
 
 if TYPE_CHECKING:
@@ -100,9 +103,13 @@ class DataPlane:
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
+            if str(e).startswith("depth limit exceeded"):       # orjson's own cap (1024 levels)
+                return _too_deep(dialect, ""), None
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, f"request body is not valid JSON: {e}"), None
         if not isinstance(body, dict):
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, "request body must be a JSON object"), None
+        if too_deep(body, len(raw)):
+            return _too_deep(dialect, deep_field(body)), None
         name = route.name if route.name is not None else body.get("model")
         adhoc_provider = route.adhoc_provider
         if name is None or name == "":
@@ -136,10 +143,19 @@ class DataPlane:
                 call.ir  # noqa: B018 - evaluating the property validates the body's shape before any upstream work
         except ProtoError as e:
             return error_reply(dialect, e.status, e.kind, e.message), None
-        except (TypeError, ValueError, KeyError, AttributeError) as e:   # a field of the wrong type
+        except Exception:        # the reader only consumes the client's body: a shape it did not expect
+            log.warning("malformed %s request body", dialect.name, exc_info=True)
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
-                               f"malformed request body: {type(e).__name__}: {e}"), None
+                               f"malformed request body: a field has the wrong type or shape; check the "
+                               f"body against the {dialect.name} request format"), None
         return await run_cancellable(receive, forward(gw, call, target)), name
+
+
+def _too_deep(dialect: Dialect, field: str) -> Reply:
+    where = f"'{field}'" if field else "the request body"
+    return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
+                       f"{where} nests JSON arrays/objects more than {MAX_JSON_DEPTH} levels deep "
+                       f"(the limit); flatten it")
 
 
 def _outcome(status: int) -> str:
