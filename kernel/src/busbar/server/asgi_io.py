@@ -7,6 +7,8 @@
   client that goes away cancels the upstream work at once (case C026). Returns ``None`` then.
 - ``send_reply(send, receive, reply)``: write a ``Reply``; a streaming body is cancelled the
   moment the client disconnects, so the upstream connection is closed and the permit released.
+  Header values that are not printable latin-1 (a client-chosen model name echoed in a header)
+  go out percent-encoded, never as a failed reply.
 
 Source: seeds 001 "limits" (request_body_max_bytes); ORIGINAL §2.3 (client disconnect).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable
 from typing import TypeVar
+from urllib.parse import quote
 
 from starlette.types import Receive, Scope, Send
 
@@ -107,8 +110,23 @@ async def _wait_disconnect(receive: Receive) -> None:
             return
 
 
+_HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
+
+
+def _header_bytes(value: str) -> bytes:
+    """``value`` as header bytes: latin-1 when it is printable and encodable (the usual case),
+    else percent-encoded UTF-8 (a reply header, e.g. a relayed upstream one, can never carry CR/LF
+    or fail to encode)."""
+    if value.isprintable():
+        try:
+            return value.encode("latin-1")
+        except UnicodeEncodeError:
+            pass
+    return quote(value, safe=_HEADER_SAFE, errors="backslashreplace").encode("ascii")
+
+
 def _raw_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
-    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    return [(k.encode("latin-1"), _header_bytes(v)) for k, v in headers.items()]
 
 
 async def send_reply(send: Send, receive: Receive, reply: Reply) -> None:
