@@ -1,0 +1,41 @@
+"""The request-body nesting cap: exact boundary and the field a refusal names."""
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from busbar.server.jsondepth import MAX_JSON_DEPTH, deep_field, too_deep
+
+
+def _nest(n: int) -> str:
+    return "[" * n + "]" * n
+
+
+@pytest.mark.parametrize("inner, expected", [(125, False), (126, True)])
+def test_the_boundary_is_exact(inner: int, expected: bool) -> None:
+    raw = ('{"a":[{"b":%s}]}' % _nest(inner)).encode()     # depth = 3 + inner
+    assert MAX_JSON_DEPTH == 128
+    assert too_deep(orjson.loads(raw), len(raw)) is expected
+
+
+def test_probe_leaves_no_reference_behind() -> None:
+    from busbar.server import jsondepth
+    body = {"x": 1, "pad": "y" * 300}
+    assert too_deep(body, 400) is False
+    assert jsondepth._INNER[0] is None
+
+
+def test_small_bodies_are_not_probed() -> None:
+    deep = orjson.loads(_nest(200))
+    assert too_deep(deep, 2 * MAX_JSON_DEPTH) is False      # cannot be that deep in 256 bytes
+    assert too_deep(deep, 400) is True
+
+
+@pytest.mark.parametrize("text, path", [
+    ('{"model":"m","metadata":%s}' % _nest(200), "metadata"),
+    ('{"messages":[{"role":"user","content":%s}]}' % _nest(200), "messages[0].content"),
+    ('{"a":{"b":{"c":{"d":%s}}}}' % _nest(200), "a.b.c"),
+    (_nest(200), ""),
+])
+def test_deep_field_names_the_path(text: str, path: str) -> None:
+    assert deep_field(orjson.loads(text)) == path
