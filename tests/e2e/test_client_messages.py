@@ -12,15 +12,18 @@ listen: "127.0.0.1:{port}"
 providers:
   up-openai: { protocol: openai, base_url: MOCK, api_key: { env: T_OPENAI_KEY } }
   up-anthropic: { protocol: anthropic, base_url: MOCK, api_key: { env: T_ANTHROPIC_KEY } }
+  up-gemini: { protocol: gemini, base_url: MOCK, api_key: { env: T_OPENAI_KEY } }
   dead: { protocol: openai, base_url: "http://127.0.0.1:DEADPORT/v1", api_key: { env: T_OPENAI_KEY } }
 models:
   oa: { provider: up-openai, upstream_model: gpt-wire }
   an: { provider: up-anthropic }
   gone: { provider: dead }
+  gm: { provider: up-gemini }
 pools:
   same: { members: [ { model: oa } ] }
   cross: { members: [ { model: an } ] }
   deadpool: { members: [ { model: gone } ] }
+  gem: { members: [ { model: gm } ] }
 """
 DEAD_PORT = free_port()
 
@@ -114,3 +117,12 @@ def test_dead_upstream_503_names_the_lane_not_the_address(gw):
         "type": "server_error", "param": None, "code": None}}
     assert f"127.0.0.1:{DEAD_PORT}" not in r.text
     assert f"127.0.0.1:{DEAD_PORT}" in gw.logs()           # the operator still gets the reason
+
+
+def test_gemini_json_array_stream_checks_the_body_before_the_upstream_call(gw, mock):
+    """Found by the ingress fuzz: the JSON-array stream re-frames the reply, so it needs the body's IR;
+    a malformed body was a 500 after the upstream call, it is now a 400 before it."""
+    r = httpx.post(gw.url + "/v1beta/models/gem:streamGenerateContent", json={"contents": [{}]})
+    assert (r.status_code, r.json()) == (400, {"error": {
+        "code": 400, "message": "contents[0].parts: must be a list of parts", "status": "INVALID_ARGUMENT"}})
+    assert mock.requests() == []

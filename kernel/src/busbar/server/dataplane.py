@@ -167,7 +167,10 @@ def _outcome(status: int) -> str:
 
 
 def _needs_ir_check(call: Call, target: Pool | Lane) -> bool:
-    """Cross-protocol targets need the IR anyway; parse it up front so a bad body is a clean 400."""
+    """Cross-protocol targets and re-framed replies (Gemini's JSON-array stream) need the IR anyway;
+    parse it up front so a bad body is a clean 400, never a failure after the upstream call."""
+    if call.reencode:
+        return True
     if isinstance(target, Pool):
         return any(m.lane.provider.dialect is not call.ingress for m in target.members)
     return target.provider.dialect is not call.ingress
