@@ -175,14 +175,19 @@ def test_500_idle_and_half_sent_connections_do_not_hold(gw):
     assert sum(1 for v in closed.values() if v) == 250
 
 
-def test_http10_stream_is_close_delimited_not_chunked(gw):
-    body = CHAT % b"true"
+def _http10_chat(gw, stream: bytes):
+    """POST a chat request as HTTP/1.0 and read the reply until the server closes."""
+    body = CHAT % stream
     s = connect(gw.url)
     s.sendall(b"POST /v1/chat/completions HTTP/1.0\r\ncontent-type: application/json\r\n"
               b"content-length: %d\r\n\r\n" % len(body) + body)
     raw, _ = read_to_close(s)
     s.close()
-    resp = parse(raw)
+    return parse(raw)
+
+
+def test_http10_stream_is_close_delimited_not_chunked(gw):
+    resp = _http10_chat(gw, b"true")
     assert resp.status_line == "HTTP/1.1 200 OK"
     assert "transfer-encoding" not in resp.headers and "content-length" not in resp.headers
     assert resp.headers["connection"] == "close"
@@ -196,13 +201,7 @@ def test_http10_stream_is_close_delimited_not_chunked(gw):
 
 
 def test_http10_json_reply_keeps_content_length(gw):
-    body = CHAT % b"false"
-    s = connect(gw.url)
-    s.sendall(b"POST /v1/chat/completions HTTP/1.0\r\ncontent-type: application/json\r\n"
-              b"content-length: %d\r\n\r\n" % len(body) + body)
-    raw, _ = read_to_close(s)
-    s.close()
-    resp = parse(raw)
+    resp = _http10_chat(gw, b"false")
     assert resp.status == 200 and resp.headers["connection"] == "close"
     assert int(resp.headers["content-length"]) == len(resp.body)
     assert "transfer-encoding" not in resp.headers
