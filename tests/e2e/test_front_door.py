@@ -205,3 +205,18 @@ def test_http10_json_reply_keeps_content_length(gw):
     assert resp.status == 200 and resp.headers["connection"] == "close"
     assert int(resp.headers["content-length"]) == len(resp.body)
     assert "transfer-encoding" not in resp.headers
+
+
+def test_keep_alive_gap_longer_than_the_head_timeout_is_not_a_late_head(gateway_factory, mock):
+    """The head-read deadline runs from a head's first byte, not from the previous response: a
+    connection idle for longer than header_read_timeout_secs (but within keep_alive_timeout_secs)
+    still gets its next prompt request served."""
+    gw3 = gateway_factory(CONFIG.replace("keep_alive_timeout_secs: 1", "keep_alive_timeout_secs: 4"), mock.url)
+    s = connect(gw3.url)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+    assert read_response(s).status == 200
+    time.sleep(1.6)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+    resp = read_response(s)
+    s.close()
+    assert (resp.status, resp.body) == (200, b"ok")

@@ -72,13 +72,13 @@ class FrontDoorProtocol(HttpToolsProtocol):
             return
         if self._head_bytes > self.head_max_bytes:
             self._refuse(431, f"request head exceeds the {self.head_max_bytes}-byte limit")
-        elif self._head_timer is None:     # a head split across reads: it now has a deadline
+        elif self._head_bytes and self._head_timer is None:   # a head split across reads: a deadline
             self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_timed_out)
 
     def on_headers_complete(self) -> None:
         self._in_head = False
-        self._head_bytes = 0
-        self._cancel_head_timer()
+        if self._head_timer is not None:
+            self._cancel_head_timer()
         super().on_headers_complete()
         cycle = self.cycle
         if self.scope["http_version"] == "1.0" and cycle is not None and cycle.scope is self.scope:
@@ -86,7 +86,8 @@ class FrontDoorProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self._in_head = True            # the next bytes start the next head
+        self._in_head = True            # the next read starts the next head
+        self._head_bytes = 0
 
     def _cancel_head_timer(self) -> None:
         if self._head_timer is not None:
