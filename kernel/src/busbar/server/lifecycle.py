@@ -4,7 +4,7 @@
 spawns the health probers and the periodic state saver, moves the boot-time heap out of the garbage
 collector's scans (``gc.freeze``: full collections then walk only request-time objects, a shorter tail
 latency), serves with uvicorn until SIGINT/SIGTERM (the listener's head cap, head-read and
-keep-alive idle timeouts and HTTP/1.0 framing: ``busbar.server.listener``; no WebSocket upgrades),
+keep-alive idle timeouts and HTTP/1.0 framing: ``busbar.server.listener``),
 then cancels the background tasks, writes a final snapshot and closes the upstream client.
 
 Source: seeds 001 "Environment variables", "Health probing"; ORIGINAL §2.21.
@@ -48,7 +48,7 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int) -> b
     state = AppState(gateway=gateway, started_at=time.time())
     limits = loaded.config.limits
     config = uvicorn.Config(create_app(state), host=host, port=port, lifespan="off", access_log=False,
-                            log_level=logging.getLogger().getEffectiveLevel(), ws="none",
+                            log_level=logging.getLogger().getEffectiveLevel(),
                             http=protocol_class(limits.header_read_timeout_secs),
                             timeout_keep_alive=limits.keep_alive_timeout_secs)
     server = uvicorn.Server(config)

@@ -107,7 +107,11 @@ class FrontDoorProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def _refuse(self, status: int, text: str) -> None:
-        """Answer ``status`` with a plain-text ``text`` and close the connection."""
+        """Answer ``status`` with a plain-text ``text`` and close the connection (just close it while
+        an earlier request's reply is still being written: the answer would land inside it)."""
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.transport.close()
+            return
         body = text.encode("ascii")
         self.transport.write(b"".join((
             STATUS_LINE[status], b"content-type: text/plain; charset=utf-8\r\n",
