@@ -182,6 +182,8 @@ REGRESSIONS: dict[str, list[tuple[str, dict]]] = {
     "gemini-stream": [("/v1beta/models/to-gemini:streamGenerateContent", {"contents": [{}]})],   # was 500
     "anthropic-adhoc": [("/up-anthropic/%C4%81/v1/messages",                                   # was 500
                          {"messages": [{}], "max_tokens": 1})],
+    "bedrock": [("/model/to-openai/converse",                                                  # was 500
+                 {"messages": [{"role": "user", "content": [{"toolResult": {"toolUseId": "t", "content": [{}]}}]}]})],
 }
 
 
