@@ -41,9 +41,14 @@ def _rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def test_head_over_the_cap_is_431_and_closed(gw):
+@pytest.mark.parametrize("head", [
+    b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * (HEAD_MAX + 1000),      # one huge header
+    b"GET /healthz HTTP/1.1\r\n" + b"x-h: v\r\n" * (HEAD_MAX // 8 + 100),           # many small ones
+    b"GET /" + b"p" * (HEAD_MAX + 1000),                                             # the request line
+], ids=["one-header", "many-headers", "request-line"])
+def test_head_over_the_cap_is_431_and_closed(gw, head):
     s = connect(gw.url)
-    s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * (HEAD_MAX + 1000))
+    s.sendall(head)
     raw, _ = read_to_close(s)
     s.close()
     body = b"request head exceeds the 65536-byte limit"
