@@ -38,7 +38,7 @@ def _nest(n: int) -> str:
 
 
 def _chat(gw, pool: str, extra: str) -> httpx.Response:
-    body = '{"model":"%s","messages":[{"role":"user","content":"hi"}]%s}' % (pool, extra)
+    body = '{"model":"' + pool + '","messages":[{"role":"user","content":"hi"}]' + extra + "}"
     return httpx.post(gw.url + "/v1/chat/completions", content=body.encode(),
                       headers={"content-type": "application/json"})
 
@@ -61,7 +61,7 @@ def test_nesting_at_the_limit_is_served(gw, pool):
 
 
 def test_deep_nesting_inside_messages_names_the_path(gw):
-    body = '{"model":"same","messages":[{"role":"user","content":%s}]}' % _nest(200)
+    body = '{"model":"same","messages":[{"role":"user","content":' + _nest(200) + "}]}"
     r = httpx.post(gw.url + "/v1/chat/completions", content=body.encode())
     assert r.json()["error"]["message"] == ("'messages[0].content' nests JSON arrays/objects more than 128 "
                                             "levels deep (the limit); flatten it")

@@ -34,7 +34,7 @@ def read_to_close(sock: socket.socket, timeout_s: float = 10.0) -> tuple[bytes, 
     return bytes(data), time.monotonic() - t0
 
 
-def read_response(sock: socket.socket, timeout_s: float = 10.0) -> "Response":
+def read_response(sock: socket.socket, timeout_s: float = 10.0) -> Response:
     """One ``Content-Length`` response off a kept-alive connection (the connection stays open)."""
     sock.settimeout(timeout_s)
     data = bytearray()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import orjson
 import pytest
-
 from busbar.server.jsondepth import MAX_JSON_DEPTH, deep_field, too_deep
 
 
@@ -13,7 +12,7 @@ def _nest(n: int) -> str:
 
 @pytest.mark.parametrize("inner, expected", [(125, False), (126, True)])
 def test_the_boundary_is_exact(inner: int, expected: bool) -> None:
-    raw = ('{"a":[{"b":%s}]}' % _nest(inner)).encode()     # depth = 3 + inner
+    raw = ('{"a":[{"b":' + _nest(inner) + '}]}').encode()     # depth = 3 + inner
     assert MAX_JSON_DEPTH == 128
     assert too_deep(orjson.loads(raw), len(raw)) is expected
 
@@ -32,9 +31,9 @@ def test_small_bodies_are_not_probed() -> None:
 
 
 @pytest.mark.parametrize("text, path", [
-    ('{"model":"m","metadata":%s}' % _nest(200), "metadata"),
-    ('{"messages":[{"role":"user","content":%s}]}' % _nest(200), "messages[0].content"),
-    ('{"a":{"b":{"c":{"d":%s}}}}' % _nest(200), "a.b.c"),
+    ('{"model":"m","metadata":' + _nest(200) + "}", "metadata"),
+    ('{"messages":[{"role":"user","content":' + _nest(200) + "}]}", "messages[0].content"),
+    ('{"a":{"b":{"c":{"d":' + _nest(200) + "}}}}", "a.b.c"),
     (_nest(200), ""),
 ])
 def test_deep_field_names_the_path(text: str, path: str) -> None:
