@@ -11,6 +11,7 @@ import time
 
 import orjson
 import pytest
+from busbar.hooks.fire import WALL_ALLOWANCE_S
 from busbar.proto.registry import get_dialect
 from busbar.proxy.translate import Call
 
@@ -249,7 +250,7 @@ async def test_a_declared_inline_gate_runs_on_the_loop_and_is_demoted_after_thre
     facade.inline = True                      # what declares_inline() finds on a declaring plugin
     r = await bed.send("p")
     assert (r.headers["x-busbar-route-target"], seen_threads) == ("small", [threading.get_ident()])
-    state["delay"] = 0.05
+    state["delay"] = 0.02 + WALL_ALLOWANCE_S + 0.03      # blocks past the hard deadline (timeout_ms + allowance)
     for i in range(3):
         r = await bed.send("p")
         assert r.headers["x-busbar-route-policy"] == "first"               # the late reply is discarded

@@ -19,8 +19,9 @@
 
 Management calls ride their own thread (5 s deadline) and never occupy a request-path worker.
 Counters (``calls``, ``timeouts``, ``errors``, ``garbage``, ``saturated``, ``tap_dropped``,
-``tap_errors``) and an EWMA of the plugin's own run time (µs, measured on the worker so queueing and
-OS scheduling noise do not count) feed the Prometheus collector and the sync-wait choice.
+``tap_errors``) and an EWMA of the plugin's own run time (µs, from its start on the worker, so
+queueing does not count) feed the Prometheus collector and the sync-wait choice. Deadlines are
+judged on the hook's own CPU time (``busbar.hooks.fire``).
 
 Source: seeds 003 "kind: hook plugin ABI", "Management messages", "What Busbar guarantees when a
 hook misbehaves"; STYLE.md §3 (typed facade).
@@ -119,13 +120,15 @@ class HookFacade:
             return Job.now(self._decide_now, payload, known_idx)
         return self._submit(lambda: self._decide_now(payload, known_idx))
 
-    async def decide_awaited(self, payload: dict[str, Any], known_idx: frozenset[int], timeout_s: float) -> Job:
-        """A ``decide`` on a hook with an async twin (:attr:`on_loop`), awaited here and cancelled
-        at ``timeout_s`` (no task): the job, finished unless the deadline cut it."""
+    async def decide_awaited(self, payload: dict[str, Any], known_idx: frozenset[int], budget_s: float,
+                             hard_s: float) -> Job:
+        """A ``decide`` on a hook with an async twin (:attr:`on_loop`), awaited here (no task) and
+        cut when its own CPU time passes ``budget_s`` or at ``hard_s`` of wall clock: the job,
+        finished unless a cut ended it."""
         acall = self._acall
         assert acall is not None
         self.calls += 1
-        return await Job.awaited(acall(payload), timeout_s, read_decide, known_idx, self.prompt)
+        return await Job.awaited(acall(payload), budget_s, hard_s, read_decide, known_idx, self.prompt)
 
     def _decide_now(self, payload: dict[str, Any], known_idx: frozenset[int]) -> Abstain | Reject | Arms:
         return read_decide(self._call(payload), known_idx, self.prompt)
@@ -153,21 +156,22 @@ class HookFacade:
             self.saturated += 1
         return job
 
-    def overran(self, deadline_ms: int, took_ms: float) -> None:
-        """An inline call overran its deadline: its reply is discarded (a timeout), and after
-        ``INLINE_STRIKES`` of them (one could be the machine stalling, not the plugin) the hook runs
-        on its worker pool for good, where a deadline can cut it."""
+    def overran(self, deadline_ms: int, cpu_ms: float, took_ms: float) -> None:
+        """An inline call overran its deadline (``cpu_ms`` of its own CPU time, ``took_ms`` of wall
+        clock): its reply is discarded (a timeout), and after ``INLINE_STRIKES`` of them (one could
+        be the machine stalling, not the plugin) the hook runs on its worker pool for good, where a
+        deadline can cut it."""
         if not self.inline:
             return
         self.overruns += 1
         if self.overruns >= INLINE_STRIKES:
             self.inline = False
             log.warning("hook '%s' declares busbar_inline but %d inline calls overran their deadline (the last "
-                        "took %.1f ms, timeout_ms %d); it runs on worker threads from now on", self.name,
-                        self.overruns, took_ms, deadline_ms)
+                        "used %.1f ms of CPU in %.1f ms, timeout_ms %d); it runs on worker threads from now on",
+                        self.name, self.overruns, cpu_ms, took_ms, deadline_ms)
         else:
-            log.warning("hook '%s': an inline call took %.1f ms (timeout_ms %d); its reply was discarded",
-                        self.name, took_ms, deadline_ms)
+            log.warning("hook '%s': an inline call used %.1f ms of CPU in %.1f ms (timeout_ms %d); its reply was "
+                        "discarded", self.name, cpu_ms, took_ms, deadline_ms)
 
     @property
     def sync_ok(self) -> bool:

@@ -17,9 +17,20 @@ back after the deadline is a ``timeout``, discarded). ``fire_awaited(gate, paylo
 the same for a gate whose plugin has an async twin (``facade.on_loop``): awaited right here and
 cancelled at its deadline.
 
-Each gate's :class:`Result` is its normalized arm, or a failure: ``timeout`` (including a reply
-that arrived after the deadline: ignored), ``error`` (the plugin raised), ``garbage`` (the reply is
-not a valid arm), ``grant`` (it returned a field it was not granted), ``saturated``.
+What ``timeout_ms`` measures (``docs/hooks.md#deadlines``): the hook, not the scheduler. A reply
+counts when the hook's own CPU time (``Job.cpu``: its thread's CPU clock on a worker or inline, its
+steps on the loop for an async twin) stayed within ``timeout_ms``, however long the job waited in
+the queue, for the GIL or for a CPU the machine gave to another process. Two cuts bound the wait:
+
+* the **budget** cut: a running worker's CPU clock is read while it runs (``Job.cpu_now``), so a
+  hook spinning past its budget is cut as soon as the waiter sees it, without waiting for it to return;
+* the **hard** deadline (:func:`hard_deadline_s`: ``timeout_ms`` plus ``WALL_ALLOWANCE_S``), a
+  wall clock from the moment the message was queued: whatever the hook does (sleeps, blocks on I/O,
+  hangs forever, never gets a thread), the request never waits for it longer than that.
+
+Each gate's :class:`Result` is its normalized arm, or a failure: ``timeout`` (either cut, or a
+reply that used more than its budget: ignored), ``error`` (the plugin raised), ``garbage`` (the
+reply is not a valid arm), ``grant`` (it returned a field it was not granted), ``saturated``.
 
 Source: seeds 003 "Gates fire concurrently", "What Busbar guarantees when a hook misbehaves";
 handout C035.
@@ -43,8 +54,20 @@ log = logging.getLogger("busbar.hooks")
 
 #: The most the event loop is held, per request, waiting synchronously on fast gates.
 SYNC_WINDOW_S = 0.0003
+#: Wall-clock time a request waits for a gate beyond its ``timeout_ms``: the room a loaded machine
+#: needs to schedule a hook that is within its budget (queue, GIL, CPU). A hook that never answers
+#: costs its request ``timeout_ms`` plus this, never more (``docs/hooks.md#deadlines``).
+WALL_ALLOWANCE_S = 0.05
+#: How often (at most) a waiter reads the CPU clock of a gate that is still running.
+_POLL_MIN_S = 0.0005
 
-__all__ = ["SYNC_WINDOW_S", "Result", "fire", "fire_awaited", "fire_inline"]
+__all__ = ["SYNC_WINDOW_S", "WALL_ALLOWANCE_S", "Result", "fire", "fire_awaited", "fire_inline", "hard_deadline_s"]
+
+
+def hard_deadline_s(gate: Any) -> float:
+    """Seconds a request waits for ``gate`` at most, from when its message is queued: its
+    ``timeout_ms`` (in seconds) plus ``WALL_ALLOWANCE_S``."""
+    return float(gate.timeout_s) + WALL_ALLOWANCE_S
 
 
 @dataclass(slots=True)
@@ -56,16 +79,24 @@ class Result:
     detail: str = ""
 
 
-def _judge(gate: GateSpec, job: Job, deadline: float, t0: float) -> Result:
+def _judge(gate: GateSpec, job: Job, hard: float) -> Result:
+    """``job``'s outcome: a timeout when it is unfinished, finished past the ``hard`` deadline
+    (monotonic s), or used more CPU than ``gate.timeout_s``; else its arm or failure."""
     facade = gate.facade
-    if not job.finished or job.t_done > deadline:
+    if not job.finished or job.t_done > hard or job.cpu > gate.timeout_s:
         job.abandon()
         facade.timeouts += 1
         facade.observe(gate.timeout_s * 1e6)
         if job.finished:
-            facade.overran(gate.timeout_ms, (job.t_done - job.t_start) * 1e3)
-        return Result(failure="timeout", detail=f"no reply within {gate.timeout_ms} ms (timeout_ms)")
-    facade.observe((job.t_done - job.t_start) * 1e6)     # the plugin's own time, not the scheduler's
+            facade.overran(gate.timeout_ms, job.cpu * 1e3, (job.t_done - job.t_start) * 1e3)
+        used = job.cpu if job.finished else job.cpu_now()
+        if used > gate.timeout_s:
+            detail = f"it used {used * 1e3:.1f} ms of CPU, over its timeout_ms of {gate.timeout_ms}"
+        else:
+            detail = (f"no reply within {hard_deadline_s(gate) * 1e3:g} ms of wall clock (timeout_ms "
+                      f"{gate.timeout_ms} + {WALL_ALLOWANCE_S * 1e3:g} ms allowance)")
+        return Result(failure="timeout", detail=detail)
+    facade.observe((job.t_done - job.t_start) * 1e6)     # the plugin's own run, not the queue's
     err = job.error
     if err is None:
         return Result(arm=job.result)
@@ -86,7 +117,7 @@ async def fire(calls: Sequence[tuple[GateSpec, Callable[[], Job | None]]]) -> li
         if job is None:
             results[i] = Result(failure="saturated", detail="every worker is busy and the queue is full")
         else:
-            pending.append((i, gate, job, t0 + gate.timeout_s))
+            pending.append((i, gate, job, t0 + hard_deadline_s(gate)))
     try:
         if any(not p[2].finished for p in pending):
             await _collect(pending)
@@ -94,8 +125,8 @@ async def fire(calls: Sequence[tuple[GateSpec, Callable[[], Job | None]]]) -> li
         for _, _, job, _ in pending:
             if not job.finished:
                 job.abandon()
-    for i, gate, job, deadline in pending:
-        results[i] = _judge(gate, job, deadline, t0)
+    for i, gate, job, hard in pending:
+        results[i] = _judge(gate, job, hard)
     return [r if r is not None else Result(failure="error") for r in results]
 
 
@@ -108,26 +139,27 @@ def fire_inline(gate: GateSpec, payload: dict[str, Any], known_idx: frozenset[in
     if not job.finished:            # not inline after all: never wait on the loop, never read it late
         job.abandon()
         return Result(failure="error", detail="an inline call was queued on a worker")
-    t0 = job.t_start                # ran right here: its start is the decision's start
-    return _judge(gate, job, t0 + gate.timeout_s, t0)
+    return _judge(gate, job, job.t_start + hard_deadline_s(gate))     # ran right here, from its start
 
 
 async def fire_awaited(gate: GateSpec, payload: dict[str, Any], known_idx: frozenset[int]) -> Result:
     """``decide`` on one gate whose facade runs on the loop (``facade.on_loop``), awaited here
     and cancelled at its deadline (no task, future or wait), judged by the same rules."""
-    t0 = time.monotonic()
-    job = await gate.facade.decide_awaited(payload, known_idx, gate.timeout_s)
-    return _judge(gate, job, t0 + gate.timeout_s, t0)
+    hard = hard_deadline_s(gate)
+    job = await gate.facade.decide_awaited(payload, known_idx, gate.timeout_s, hard)
+    return _judge(gate, job, job.t_start + hard)
 
 
 async def _collect(pending: list[tuple[int, GateSpec, Job, float]]) -> None:
+    """Wait until every job has finished or been cut (budget or hard deadline); see the module
+    docstring. A job cut here is abandoned."""
     if pending:
         t0 = time.monotonic()
         sync_end = t0 + SYNC_WINDOW_S
-        for _, gate, job, deadline in pending:
+        for _, gate, job, hard in pending:
             if gate.facade.sync_ok:
                 now = time.monotonic()
-                if not job.wait_sync(min(deadline, sync_end) - now):
+                if not job.wait_sync(min(hard, sync_end) - now):
                     gate.facade.sync_missed()
         waiting = [p for p in pending if not p[2].finished]
         if waiting:
@@ -135,9 +167,20 @@ async def _collect(pending: list[tuple[int, GateSpec, Job, float]]) -> None:
             futs = {id(p[2]): p[2].future(loop) for p in waiting}
             while waiting:
                 now = time.monotonic()
-                live = [p for p in waiting if not p[2].finished and p[3] > now]
+                live = []
+                wake = now + 3600.0
+                for p in waiting:
+                    job, budget, hard = p[2], p[1].timeout_s, p[3]
+                    if job.finished:
+                        continue
+                    left = budget - job.cpu_now()
+                    if now >= hard or left < 0:
+                        job.abandon()               # cut: spinning past its budget, or the hard deadline
+                        continue
+                    live.append(p)
+                    # the earliest it could exhaust its budget, re-read at a growing interval
+                    wake = min(wake, hard, now + max(left, _POLL_MIN_S, (now - t0) / 2))
                 if not live:
                     break
-                soonest = min(p[3] for p in live)
-                await asyncio.wait([futs[id(p[2])] for p in live], timeout=soonest - now)
+                await asyncio.wait([futs[id(p[2])] for p in live], timeout=wake - now)
                 waiting = live

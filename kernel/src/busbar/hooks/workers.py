@@ -18,6 +18,13 @@ Waiting for a job, two ways (both bounded by the gate's deadline):
   round trip costs ~100 µs, and the window (``SYNC_WINDOW_S``) bounds how long the loop can stall.
 - :meth:`Job.future`: an asyncio future resolved from the worker via ``call_soon_threadsafe``.
 
+What a job's deadline measures (``docs/hooks.md#deadlines``): :attr:`Job.cpu` is the CPU time the
+plugin's own code used — its thread's CPU clock around the call on a worker or inline, the loop
+thread's CPU clock around each of its steps for an async twin (:class:`Metered`) — so the time a job
+waits in the queue, for the GIL or for a CPU the machine gave to something else never counts
+against the hook. :meth:`Job.cpu_now` reads a running worker's CPU clock from another thread (the
+waiter cuts a hook that spins past its budget without waiting for it to return).
+
 Source: seeds 003 "What Busbar guarantees when a hook misbehaves" (slow, hung, saturated); handout
 C035 (a deadline on every callout; memory bounded under 200 concurrent requests).
 """
@@ -33,16 +40,28 @@ from typing import Any
 
 log = logging.getLogger("busbar.hooks")
 
-__all__ = ["Job", "WorkerPool"]
+__all__ = ["Job", "Metered", "WorkerPool"]
+
+_cpu = time.thread_time
+
+
+def _thread_clock() -> int | None:
+    """The calling thread's CPU clock id (readable from any thread), or ``None`` where the platform
+    has none (then a running job's CPU time is known only when it returns)."""
+    try:
+        return time.pthread_getcpuclockid(threading.get_ident())
+    except (AttributeError, OSError):
+        return None
 
 
 class Job:
     """One call on a worker. ``result``/``error`` are valid once :attr:`finished` is true;
-    ``t_start``/``t_done`` (monotonic s) bracket the plugin's own run time, without queueing or
-    scheduling delays."""
+    ``t_start``/``t_done`` (monotonic s) bracket the plugin's own run (0.0 until it starts / ends),
+    ``cpu`` (s) is the CPU time its own code used (see the module docstring), ``clock`` the running
+    worker's CPU clock id while it runs."""
 
-    __slots__ = ("abandoned", "error", "finished", "fn", "lock", "loop", "result", "t_done", "t_start", "task",
-                 "waiter")
+    __slots__ = ("abandoned", "clock", "cpu", "cpu0", "error", "finished", "fn", "lock", "loop", "result", "t_done",
+                 "t_start", "task", "waiter")
 
     def __init__(self, fn: Callable[[], Any]):
         self.fn = fn
@@ -53,21 +72,32 @@ class Job:
         self.finished = False
         self.abandoned = False
         self.t_start = self.t_done = 0.0
+        self.cpu = self.cpu0 = 0.0
+        self.clock: int | None = None
         self.waiter: asyncio.Future[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.task: asyncio.Task[None] | None = None
 
     @classmethod
-    def now(cls, fn: Callable[..., Any], *args: Any) -> Job:
-        """Run ``fn(*args)`` in the calling thread (a hook declared inline): a finished job, no lock."""
+    def _bare(cls, fn: Any) -> Job:
         job = cls.__new__(cls)
         job.fn, job.lock, job.result, job.error = fn, None, None, None
-        job.abandoned, job.waiter, job.loop, job.task = False, None, None, None
+        job.abandoned, job.waiter, job.loop, job.task, job.finished = False, None, None, None, False
+        job.t_start = job.t_done = job.cpu = job.cpu0 = 0.0
+        job.clock = None
+        return job
+
+    @classmethod
+    def now(cls, fn: Callable[..., Any], *args: Any) -> Job:
+        """Run ``fn(*args)`` in the calling thread (a hook declared inline): a finished job, no lock."""
+        job = cls._bare(fn)
         job.t_start = time.monotonic()
+        c0 = _cpu()
         try:
             job.result = fn(*args)
         except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
             job.error = e
+        job.cpu = _cpu() - c0
         job.t_done = time.monotonic()
         job.finished = True
         return job
@@ -76,65 +106,69 @@ class Job:
     def on_loop(cls, make: Callable[[], Awaitable[Any]]) -> Job:
         """Run the coroutine ``make()`` as a task on the running loop (a hook with an async twin:
         no thread). The job finishes when the task does; :meth:`abandon` cancels the task."""
-        job = cls.__new__(cls)
-        job.fn, job.lock, job.result, job.error = make, None, None, None
-        job.abandoned, job.waiter, job.finished = False, None, False
+        job = cls._bare(make)
         job.loop = asyncio.get_running_loop()
         job.t_start = time.monotonic()
-        job.t_done = 0.0
         job.task = job.loop.create_task(job._run_async(make))
         return job
 
     @classmethod
-    async def awaited(cls, coro: Awaitable[Any], timeout_s: float, then: Callable[..., Any] | None = None,
-                      *args: Any) -> Job:
-        """Await ``coro`` right here, cancelled at ``timeout_s``, and pass its value through
-        ``then(value, *args)`` when given (a reply normalizer: what it raises is the job's error): the
-        job, finished unless the deadline cut it. A cancellation from outside (the client left)
-        propagates."""
-        job = cls.__new__(cls)
-        job.fn, job.lock, job.result, job.error = coro, None, None, None  # type: ignore[assignment]  # never called
-        job.abandoned, job.waiter, job.loop, job.task, job.finished = False, None, None, None, False
+    async def awaited(cls, coro: Awaitable[Any], budget_s: float, wall_s: float,
+                      then: Callable[..., Any] | None = None, *args: Any) -> Job:
+        """Await ``coro`` right here, metered (:class:`Metered`): cut when its own CPU time passes
+        ``budget_s`` or, whatever it does, at ``wall_s`` of wall-clock time; its value passes through
+        ``then(value, *args)`` when given (a reply normalizer: what it raises is the job's error).
+        Returns the job, finished unless a deadline cut it. A cancellation from outside (the client
+        left) propagates."""
+        job = cls._bare(coro)
         job.t_start = time.monotonic()
-        job.t_done = 0.0
-        deadline = asyncio.timeout(timeout_s)
+        metered = Metered(coro, budget_s)
+        deadline = asyncio.timeout(wall_s)
         try:
             async with deadline:
-                value = await coro
+                value = await metered
                 job.result = value if then is None else then(value, *args)
         except TimeoutError as e:
-            if deadline.expired():
+            if deadline.expired() or metered.over:
                 job.abandoned = True
+                job.cpu = metered.cpu
                 return job
             job.error = e
         except Exception as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
             job.error = e
+        job.cpu = metered.cpu
         job.t_done = time.monotonic()
         job.finished = True
         return job
 
     async def _run_async(self, make: Callable[[], Awaitable[Any]]) -> None:
+        metered = Metered(make(), None)
         try:
-            self.result = await make()
+            self.result = await metered
         except asyncio.CancelledError:          # abandoned at its deadline: nobody reads it
             return
         except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
             self.error = e
+        self.cpu = metered.cpu
         self.t_done = time.monotonic()
         self.finished = True
         w = self.waiter
         if w is not None and not w.done():
             w.set_result(None)
 
-    def run(self) -> None:
-        """Worker side: call, record, wake whoever waits."""
+    def run(self, clock: int | None = None) -> None:
+        """Worker side: call, record, wake whoever waits. ``clock``: this worker's CPU clock id."""
         if self.abandoned:
             return
+        self.cpu0 = c0 = _cpu()
+        self.clock = clock
         self.t_start = time.monotonic()
         try:
             self.result = self.fn()
         except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
             self.error = e
+        self.cpu = _cpu() - c0
+        self.clock = None
         self.t_done = time.monotonic()
         self.finished = True
         if self.lock is not None:
@@ -145,6 +179,21 @@ class Job:
                 self.loop.call_soon_threadsafe(_wake, w)
             except RuntimeError:        # the loop closed while the plugin ran
                 pass
+
+    def cpu_now(self) -> float:
+        """CPU time (s) the plugin has used so far: :attr:`cpu` once finished, the running worker's
+        clock read from this thread while it runs, 0.0 before it starts (or where the platform
+        cannot read another thread's clock)."""
+        if self.finished:
+            return self.cpu
+        clock = self.clock
+        if clock is None or not self.t_start:
+            return 0.0
+        try:
+            used = time.clock_gettime(clock) - self.cpu0
+        except OSError:             # the platform refused the read
+            return 0.0
+        return self.cpu if self.finished else used     # it may have finished between the two reads
 
     def wait_sync(self, timeout_s: float) -> bool:
         """Block up to ``timeout_s`` for the result; True when finished."""
@@ -176,6 +225,48 @@ class Job:
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+class Metered:
+    """Await a coroutine while adding up the CPU time of its own steps (``cpu``, s), read on the
+    loop thread's CPU clock around each step: time spent waiting for I/O, or ready while the loop
+    ran other tasks, is not the hook's. With ``budget_s``, a step that leaves ``cpu`` above it ends
+    the run: the coroutine is closed and ``TimeoutError`` raised (``over`` is then True)."""
+
+    __slots__ = ("budget", "coro", "cpu", "over")
+
+    def __init__(self, coro: Awaitable[Any], budget_s: float | None):
+        self.coro: Any = coro
+        self.budget = budget_s
+        self.cpu = 0.0
+        self.over = False
+
+    def __await__(self) -> Any:
+        coro = self.coro
+        send: Any = None
+        exc: BaseException | None = None
+        while True:
+            c0 = _cpu()
+            try:
+                step = coro.send(send) if exc is None else coro.throw(exc)
+            except StopIteration as stop:
+                self.cpu += _cpu() - c0
+                return stop.value
+            except BaseException:
+                self.cpu += _cpu() - c0
+                raise
+            self.cpu += _cpu() - c0
+            if self.budget is not None and self.cpu > self.budget:
+                self.over = True
+                coro.close()
+                raise TimeoutError("the hook used its CPU budget")
+            try:
+                send, exc = (yield step), None
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as e:  # noqa: BLE001 - delivered into the coroutine (cancellation too)
+                send, exc = None, e
 
 
 class WorkerPool:
@@ -219,6 +310,7 @@ class WorkerPool:
     def _work(self) -> None:
         q = self._q
         mutex = self._mutex
+        clock = _thread_clock()
         while True:
             with mutex:
                 self._idle += 1
@@ -227,7 +319,7 @@ class WorkerPool:
                 self._idle -= 1
             if job is None:
                 return
-            job.run()
+            job.run(clock)
 
     @property
     def busy(self) -> int:
