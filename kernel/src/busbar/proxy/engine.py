@@ -20,6 +20,10 @@ last, by SWRR). Replies carry ``x-busbar-route-policy``. ``global_hooks`` screen
 A pool without hooks pays one attribute read and one dict lookup; a request whose hooks include no
 tap skips the per-attempt tap bookkeeping (``HookRun.attempt``).
 
+Responses state (``busbar.proxy.responses_state``): a Responses request carrying
+``previous_response_id`` or encrypted reasoning goes first to the member that issued it; see that
+module for what happens when that member is unusable, fails, or is unknown.
+
 Source: seeds 001 "failover", "on_exhausted", "breaker", "Context-length failover", "affinity".
 """
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING
 from busbar.hooks.plan import Plan
 from busbar.modelname import header_value
 from busbar.proto.base import ErrorKind
+from busbar.proxy import responses_state
 from busbar.proxy.attempt import AttemptFailure, attempt
 from busbar.proxy.disposition import CLIENT, CONTEXT, HARD_DOWN, effect
 from busbar.proxy.relay import Reply, error_reply, relay_failure, stream_reply, whole_reply
@@ -106,6 +111,9 @@ async def _walk(gw: Gateway, call: Call, pool: Pool, deadline: float, visited: s
     attempts = 0
     last: tuple[AttemptFailure, Member] | None = None
     session = call.headers.get(pool.affinity_header) if pool.affinity_header else None
+    tracked = responses_state.tracks(call, pool)
+    refs = responses_state.refs_of(gw, call, pool) if tracked else None
+    again: Member | None = None         # a member that gets the request once more, blobs stripped
     while attempts < max_attempts:
         now = gw.clock()
         remaining = deadline - now
@@ -113,7 +121,16 @@ async def _walk(gw: Gateway, call: Call, pool: Pool, deadline: float, visited: s
             return error_reply(call.ingress, 503, ErrorKind.OVERLOADED,
                                f"pool '{pool.name}': failover deadline of "
                                f"{pool.cfg.failover.timeout_secs}s exceeded", {"retry-after": "1"})
-        member = affinity_pick(pool, session, now, excluded - pool.excluded_idx) if attempts == 0 else None
+        member, again = again, None
+        if member is None and refs is not None and refs.pinned is not None:
+            member = _issuer(refs, excluded, now)
+            if member is None:
+                if refs.previous is not None:     # only the issuer can serve it: its failure, or 503
+                    break
+                _unpin(call, refs)                # sent once to another member, blobs stripped
+                max_attempts = min(max_attempts, attempts + 1)
+        if member is None:
+            member = affinity_pick(pool, session, now, excluded - pool.excluded_idx) if attempts == 0 else None
         if member is None:
             member = swrr_pick(pool, now, excluded) if plan is None else plan.pick(pool, now, excluded)
         if member is None:
@@ -133,8 +150,24 @@ async def _walk(gw: Gateway, call: Call, pool: Pool, deadline: float, visited: s
                         last[0].reason if last is not None else None)
         res = await _run(gw, call, member.lane, member, member.cell, remaining, pool.name)
         if not isinstance(res, AttemptFailure):
-            return res
+            return _stateful(gw, member.lane, res, refs) if tracked else res
         kind = effect(res.cls)
+        if refs is not None:
+            if kind == CLIENT and not refs.retried and responses_state.foreign_blob(res):
+                refs.retried = True             # once more on this member, blobs stripped: not a hop
+                if responses_state.strip(call):
+                    refs.stripped, again = True, member
+                    attempts -= 1
+                    continue
+            elif kind == CLIENT and refs.pinned is None and refs.previous and responses_state.foreign_response(res):
+                excluded.add(member.index)      # not this member's response: try the next one
+                last = (res, member)
+                continue
+            elif member is refs.pinned and kind != CLIENT:
+                if refs.previous is not None:   # the issuer's failure, never another member's "not found"
+                    return _final_failure(call, res, member.lane, soonest_cooldown(pool, gw.clock()))
+                _unpin(call, refs)
+                max_attempts = min(max_attempts, attempts + 1)      # sent once to another member
         if kind == CLIENT:
             return _final_failure(call, res, member.lane, 1.0)
         excluded.add(member.index)
@@ -149,7 +182,38 @@ async def _walk(gw: Gateway, call: Call, pool: Pool, deadline: float, visited: s
         if effect(last[0].cls) == CONTEXT and not any(m.index not in excluded for m in pool.members):
             return _final_failure(call, last[0], last[1].lane, 1.0)
         return _final_failure(call, last[0], last[1].lane, soonest_cooldown(pool, gw.clock()))
+    if refs is not None and refs.previous is not None and refs.pinned is not None:
+        return _exhausted_reply(call, soonest_cooldown(pool, gw.clock()), pool.name)
     return await _on_exhausted(gw, call, pool, deadline, visited, excluded, plan)
+
+
+def _issuer(refs: responses_state.StateRefs, excluded: set[int], now: float) -> Member | None:
+    """The member that issued the request's state, when it can take it now (else ``None``)."""
+    m = refs.pinned
+    if m is None or m.index in excluded or not m.usable(now):
+        return None
+    return m
+
+
+def _unpin(call: Call, refs: responses_state.StateRefs) -> None:
+    """The issuer cannot take a blob-only request: strip the blobs, route it like any other."""
+    refs.pinned = None
+    if responses_state.strip(call):
+        refs.stripped = True
+
+
+def _stateful(gw: Gateway, lane: Lane, reply: Reply, refs: responses_state.StateRefs | None) -> Reply:
+    """A Responses answer in a pool that routes Responses state: remember its issuer (JSON body or
+    stream) and name stripped blobs in ``x-busbar-translation-dropped``."""
+    if lane.provider.protocol == "responses":
+        if reply.stream is not None:
+            reply.stream = responses_state.recording(gw, lane, reply.stream)
+        else:
+            responses_state.record(gw, lane, reply.body)
+    if refs is not None and refs.stripped:
+        have = reply.headers.get(TRANSLATION_DROPPED)
+        reply.headers[TRANSLATION_DROPPED] = (f"{have}, " if have else "") + responses_state.DROPPED
+    return reply
 
 
 async def _on_exhausted(gw: Gateway, call: Call, pool: Pool, deadline: float, visited: set[str], excluded: set[int],

@@ -78,6 +78,12 @@ class Call:
             self._ir = ir
         return self._ir
 
+    def reset_ir(self) -> None:
+        """The client's body was replaced (``body``/``raw``): parse it again on next use, unless a
+        hook's rewrite (which every hop serializes) is installed."""
+        if not self.rewritten:
+            self._ir = None
+
     def install_ir(self, ir: IrRequest) -> None:
         """Replace the request body with ``ir`` (a hook's rewrite): from now on every hop, same
         protocol included, serializes this IR instead of forwarding the client's bytes."""

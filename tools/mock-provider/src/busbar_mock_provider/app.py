@@ -114,13 +114,23 @@ class MockProvider:
         return Outcome(err.status, [("content-type", "application/json"), *err.headers, *base], body=err.body)
 
     def _default(
-        self, dialect: Dialect, body: Any, seq: int, rt: Route, text: str | None, base: list[tuple[str, str]]
+        self,
+        dialect: Dialect,
+        body: Any,
+        seq: int,
+        rt: Route,
+        text: str | None,
+        base: list[tuple[str, str]],
+        headers: dict[str, str],
     ) -> Outcome:
         if not isinstance(body, dict):
             return self._outcome(dialect.bad_json(), base)
         prompt = dialect.read_prompt(body)
         if isinstance(prompt, ErrorReply):
             return self._outcome(prompt, base)
+        refused = dialect.bind_state(body, headers, prompt)
+        if refused is not None:
+            return self._outcome(refused, base)
         chunks = rt.chunks if rt.chunks is not None else self.config.chunks
         reply = plan_reply(prompt, seq=seq, chunks=chunks, text=text)
         rendered = dialect.render(reply, prompt, seq)
@@ -204,7 +214,7 @@ class MockProvider:
         def default(text: str | None) -> Outcome:
             if dialect is None:
                 return self._invalid_url(method, path)
-            return self._default(dialect, body, seq, rt, text, base)
+            return self._default(dialect, body, seq, rt, text, base, headers)
 
         if spec is not None:
             out = scripted_outcome(spec, dialect, self.fixtures, default, base, knobs)

@@ -130,6 +130,11 @@ class Dialect:
         """The provider's 400 answer for a body that is not a JSON object."""
         raise NotImplementedError
 
+    def bind_state(self, body: dict[str, Any], headers: dict[str, str], prompt: Prompt) -> ErrorReply | None:
+        """Check request state that belongs to the caller's account (default: none) and note on
+        ``prompt.state`` what rendering needs; an :class:`ErrorReply` refuses the request."""
+        return None
+
     def render(self, reply: Reply, prompt: Prompt, seq: int) -> Rendered:
         """Render a planned reply as the provider's JSON body, or its stream when ``prompt.stream``."""
         raise NotImplementedError

@@ -53,6 +53,8 @@ class Prompt:
         tools: function tools declared by the client.
         tool_choice: "auto", "none", "required" (any tool) or the forced tool's name.
         prompt_chars: characters of prompt text, for the token estimate.
+        state: dialect-specific request state (Responses: the organisation and what it asked
+            for, see ``responses_state``), or None.
     """
 
     model: str
@@ -65,6 +67,7 @@ class Prompt:
     tools: list[ToolSpec] = field(default_factory=list)
     tool_choice: str = "auto"
     prompt_chars: int = 0
+    state: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

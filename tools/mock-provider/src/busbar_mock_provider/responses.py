@@ -15,6 +15,13 @@ captures, synthesized 429 ``rate_limit_exceeded`` / 5xx ``server_error``; the mi
 ``event: error`` (nested ``error`` as in ``error-in-stream.response.chunks.jsonl``) followed by
 ``event: response.failed``.
 
+Account state (``responses_state``): the organisation is the bearer key; ``previous_response_id``
+and a replayed reasoning item's ``encrypted_content`` that another organisation issued are refused
+as the real API refuses them. A request with ``reasoning`` (or ``include:
+["reasoning.encrypted_content"]``) gets a ``reasoning`` output item first (a one-line summary; the
+org-bound blob when included); a response is stored for ``previous_response_id`` unless
+``store: false``.
+
 What must not live here: routing, fault injection, socket handling.
 """
 
@@ -29,6 +36,7 @@ import orjson
 from .base import Dialect, ErrorReply, Rendered, mint_id, text_of
 from .openai_chat import OpenAIChat, error_body
 from .reply import Prompt, Reply, ToolSpec
+from .responses_state import org_of, reasoning_item, remember, state_error
 
 __all__ = ["OpenAIResponses"]
 
@@ -82,6 +90,21 @@ class OpenAIResponses(Dialect):
             synthesized = error_body("Invalid request.", "invalid_request_error")
             return ErrorReply(400, self.fixtures.read_or(_CAPTURE_400, synthesized))
         return OpenAIChat(self.fixtures).error_reply(status, message)
+
+    def bind_state(self, body: dict[str, Any], headers: dict[str, str], prompt: Prompt) -> ErrorReply | None:
+        """Refuse another organisation's state (``responses_state.state_error``); note the org, the
+        reasoning ask and ``store`` for :meth:`render`."""
+        org = org_of(headers)
+        refused = state_error(body, org)
+        if refused is not None:
+            return refused
+        include = body.get("include")
+        encrypted = isinstance(include, list) and "reasoning.encrypted_content" in include
+        prev = body.get("previous_response_id")
+        prompt.state = {"org": org, "reasoning": encrypted or isinstance(body.get("reasoning"), dict),
+                        "encrypted": encrypted, "store": body.get("store") is not False,
+                        "previous_response_id": prev if isinstance(prev, str) else None}
+        return None
 
     def read_prompt(self, body: Any) -> Prompt | ErrorReply:
         """Validate ``model``/``input`` as the API does and read the prompt (see :class:`~.reply.Prompt`)."""
@@ -200,6 +223,17 @@ class OpenAIResponses(Dialect):
             for t in prompt.tools
         ]
         base = self._response(rid, created, prompt, tools)
+        state = prompt.state or {}
+        if state.get("previous_response_id"):
+            base["previous_response_id"] = state["previous_response_id"]
+        if state and not state["store"]:
+            base["store"] = False
+        elif state:
+            remember(state["org"], rid)
+        thought = None
+        if state.get("reasoning"):
+            thought = reasoning_item(_hex_id("rs_", seq, "rs"), state["org"],
+                                     f"Considering: {prompt.last_user_text[:40]}", state["encrypted"])
         call = reply.tool_call
         if call:
             item: dict[str, Any] = {
@@ -225,7 +259,7 @@ class OpenAIResponses(Dialect):
             final["incomplete_details"] = {"reason": "max_output_tokens"}
         else:
             final["status"] = "completed"
-        final["output"] = [item]
+        final["output"] = [item] if thought is None else [thought, item]
         final["usage"] = self._usage(reply)
         if not prompt.stream:
             return Rendered(_JSON, body=orjson.dumps(final, option=orjson.OPT_INDENT_2))
@@ -237,18 +271,23 @@ class OpenAIResponses(Dialect):
 
         event("response.created", response=base)
         event("response.in_progress", response=base)
+        at = 0
+        if thought is not None:
+            event("response.output_item.added", output_index=0, item={**thought, "summary": []})
+            event("response.output_item.done", output_index=0, item=thought)
+            at = 1
         if call:
             added = {**item, "arguments": "", "status": "in_progress"}
-            ids = {"item_id": item["id"], "output_index": 0}
-            event("response.output_item.added", output_index=0, item=added)
+            ids = {"item_id": item["id"], "output_index": at}
+            event("response.output_item.added", output_index=at, item=added)
             for frag in _split_args(call.arguments_json):
                 event("response.function_call_arguments.delta", **ids, delta=frag)
             event("response.function_call_arguments.done", **ids, arguments=call.arguments_json)
         else:
-            ids = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+            ids = {"item_id": item["id"], "output_index": at, "content_index": 0}
             event(
                 "response.output_item.added",
-                output_index=0,
+                output_index=at,
                 item={**item, "status": "in_progress", "content": []},
             )
             event("response.content_part.added", **ids, part={**item["content"][0], "text": ""})
@@ -258,7 +297,7 @@ class OpenAIResponses(Dialect):
                 )
             event("response.output_text.done", **ids, text=reply.text, logprobs=[])
             event("response.content_part.done", **ids, part=item["content"][0])
-        event("response.output_item.done", output_index=0, item=item)
+        event("response.output_item.done", output_index=at, item=item)
         event(
             "response.incomplete" if reply.finish == "length" else "response.completed",
             response=final,
