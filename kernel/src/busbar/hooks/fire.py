@@ -57,7 +57,7 @@ SYNC_WINDOW_S = 0.0003
 #: Wall-clock time a request waits for a gate beyond its ``timeout_ms``: the room a loaded machine
 #: needs to schedule a hook that is within its budget (queue, GIL, CPU). A hook that never answers
 #: costs its request ``timeout_ms`` plus this, never more (``docs/hooks.md#deadlines``).
-WALL_ALLOWANCE_S = 0.05
+WALL_ALLOWANCE_S = 0.1
 #: How often (at most) a waiter reads the CPU clock of a gate that is still running.
 _POLL_MIN_S = 0.0005
 

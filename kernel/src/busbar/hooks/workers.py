@@ -22,7 +22,8 @@ What a job's deadline measures (``docs/hooks.md#deadlines``): :attr:`Job.cpu` is
 plugin's own code used — its thread's CPU clock around the call on a worker or inline, the loop
 thread's CPU clock around each of its steps for an async twin (:class:`Metered`) — so the time a job
 waits in the queue, for the GIL or for a CPU the machine gave to something else never counts
-against the hook. :meth:`Job.cpu_now` reads a running worker's CPU clock from another thread (the
+against the hook, and neither does a garbage collection that happens to run inside its call
+(:func:`watch_gc`). :meth:`Job.cpu_now` reads a running worker's CPU clock from another thread (the
 waiter cuts a hook that spins past its budget without waiting for it to return).
 
 Source: seeds 003 "What Busbar guarantees when a hook misbehaves" (slow, hung, saturated); handout
@@ -31,6 +32,7 @@ C035 (a deadline on every callout; memory bounded under 200 concurrent requests)
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import queue
 import threading
@@ -40,9 +42,42 @@ from typing import Any
 
 log = logging.getLogger("busbar.hooks")
 
-__all__ = ["Job", "Metered", "WorkerPool"]
+__all__ = ["Job", "Metered", "WorkerPool", "watch_gc"]
 
 _cpu = time.thread_time
+#: CPU seconds the cyclic garbage collector has run on each thread (thread ident -> s), and the CPU
+#: clock at the start of a collection in progress: a collection that happens to start inside a
+#: hook's call frees everybody's garbage, so it is not the hook's own time.
+_gc_cpu: dict[int, float] = {}
+_gc_start: dict[int, float] = {}
+_gc_watched = False
+
+
+def _on_gc(phase: str, info: dict[str, Any]) -> None:
+    tid = threading.get_ident()
+    if phase == "start":
+        _gc_start[tid] = _cpu()
+    else:
+        t0 = _gc_start.pop(tid, None)
+        if t0 is not None:
+            _gc_cpu[tid] = _gc_cpu.get(tid, 0.0) + _cpu() - t0
+
+
+def watch_gc() -> None:
+    """Account the garbage collector's CPU time per thread (idempotent; see ``_gc_cpu``)."""
+    global _gc_watched
+    if not _gc_watched:
+        _gc_watched = True
+        gc.callbacks.append(_on_gc)
+
+
+def _gc_now(tid: int) -> float:
+    """GC CPU seconds of thread ``tid`` so far, a collection in progress included (read from any thread)."""
+    done = _gc_cpu.get(tid, 0.0)
+    t0 = _gc_start.get(tid)
+    if t0 is not None and tid == threading.get_ident():
+        done += _cpu() - t0
+    return done
 
 
 def _thread_clock() -> int | None:
@@ -60,8 +95,8 @@ class Job:
     ``cpu`` (s) is the CPU time its own code used (see the module docstring), ``clock`` the running
     worker's CPU clock id while it runs."""
 
-    __slots__ = ("abandoned", "clock", "cpu", "cpu0", "error", "finished", "fn", "lock", "loop", "result", "t_done",
-                 "t_start", "task", "waiter")
+    __slots__ = ("abandoned", "clock", "cpu", "cpu0", "error", "finished", "fn", "gc0", "lock", "loop", "result",
+                 "t_done", "t_start", "task", "tid", "waiter")
 
     def __init__(self, fn: Callable[[], Any]):
         self.fn = fn
@@ -72,8 +107,9 @@ class Job:
         self.finished = False
         self.abandoned = False
         self.t_start = self.t_done = 0.0
-        self.cpu = self.cpu0 = 0.0
+        self.cpu = self.cpu0 = self.gc0 = 0.0
         self.clock: int | None = None
+        self.tid = 0
         self.waiter: asyncio.Future[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.task: asyncio.Task[None] | None = None
@@ -83,8 +119,9 @@ class Job:
         job = cls.__new__(cls)
         job.fn, job.lock, job.result, job.error = fn, None, None, None
         job.abandoned, job.waiter, job.loop, job.task, job.finished = False, None, None, None, False
-        job.t_start = job.t_done = job.cpu = job.cpu0 = 0.0
+        job.t_start = job.t_done = job.cpu = job.cpu0 = job.gc0 = 0.0
         job.clock = None
+        job.tid = 0
         return job
 
     @classmethod
@@ -92,12 +129,14 @@ class Job:
         """Run ``fn(*args)`` in the calling thread (a hook declared inline): a finished job, no lock."""
         job = cls._bare(fn)
         job.t_start = time.monotonic()
+        tid = threading.get_ident()
+        g0 = _gc_now(tid)
         c0 = _cpu()
         try:
             job.result = fn(*args)
         except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
             job.error = e
-        job.cpu = _cpu() - c0
+        job.cpu = _cpu() - c0 - (_gc_now(tid) - g0)
         job.t_done = time.monotonic()
         job.finished = True
         return job
@@ -160,6 +199,8 @@ class Job:
         """Worker side: call, record, wake whoever waits. ``clock``: this worker's CPU clock id."""
         if self.abandoned:
             return
+        self.tid = tid = threading.get_ident()
+        self.gc0 = g0 = _gc_now(tid)
         self.cpu0 = c0 = _cpu()
         self.clock = clock
         self.t_start = time.monotonic()
@@ -167,7 +208,7 @@ class Job:
             self.result = self.fn()
         except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
             self.error = e
-        self.cpu = _cpu() - c0
+        self.cpu = _cpu() - c0 - (_gc_now(tid) - g0)
         self.clock = None
         self.t_done = time.monotonic()
         self.finished = True
@@ -182,18 +223,24 @@ class Job:
 
     def cpu_now(self) -> float:
         """CPU time (s) the plugin has used so far: :attr:`cpu` once finished, the running worker's
-        clock read from this thread while it runs, 0.0 before it starts (or where the platform
-        cannot read another thread's clock)."""
+        clock read from this thread while it runs (minus garbage collection on it), 0.0 before it
+        starts (or where the platform cannot read another thread's clock)."""
         if self.finished:
             return self.cpu
         clock = self.clock
         if clock is None or not self.t_start:
             return 0.0
         try:
-            used = time.clock_gettime(clock) - self.cpu0
+            now = time.clock_gettime(clock)
         except OSError:             # the platform refused the read
             return 0.0
-        return self.cpu if self.finished else used     # it may have finished between the two reads
+        tid = self.tid
+        gc_used = _gc_cpu.get(tid, 0.0) - self.gc0
+        running = _gc_start.get(tid)
+        if running is not None:     # a collection is running on that thread now: not the hook's
+            gc_used += now - running
+        used = now - self.cpu0 - gc_used
+        return self.cpu if self.finished else used     # it may have finished between the reads
 
     def wait_sync(self, timeout_s: float) -> bool:
         """Block up to ``timeout_s`` for the result; True when finished."""
@@ -245,17 +292,19 @@ class Metered:
         coro = self.coro
         send: Any = None
         exc: BaseException | None = None
+        tid = threading.get_ident()
         while True:
+            g0 = _gc_now(tid)
             c0 = _cpu()
             try:
                 step = coro.send(send) if exc is None else coro.throw(exc)
             except StopIteration as stop:
-                self.cpu += _cpu() - c0
+                self.cpu += _cpu() - c0 - (_gc_now(tid) - g0)
                 return stop.value
             except BaseException:
-                self.cpu += _cpu() - c0
+                self.cpu += _cpu() - c0 - (_gc_now(tid) - g0)
                 raise
-            self.cpu += _cpu() - c0
+            self.cpu += _cpu() - c0 - (_gc_now(tid) - g0)
             if self.budget is not None and self.cpu > self.budget:
                 self.over = True
                 coro.close()
@@ -282,6 +331,7 @@ class WorkerPool:
         self._threads = 0
         self._idle = 0
         self._closed = False
+        watch_gc()
         for _ in range(min(prestart, max_workers)):     # no thread start on the first requests
             self._spawn()
 
