@@ -214,3 +214,43 @@ def test_fixture_replay_and_prefix_knobs(mock: MockProcess) -> None:
         "/c3/v1/responses", headers=AUTH, json={"model": "m", "input": "x", "stream": True}
     ).content
     assert [ev for ev, _ in _events(raw)].count("response.output_text.delta") == 3
+
+
+# ---------------------------------------------------------------- account-bound state (C046)
+
+
+def _account(mock: MockProcess, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=mock.url + "/v1", api_key=key, max_retries=0, timeout=10)
+
+
+def test_encrypted_reasoning_is_readable_only_by_the_account_that_created_it(mock: MockProcess) -> None:
+    a, b = _account(mock, "sk-acct-a"), _account(mock, "sk-acct-b")
+    first = a.responses.create(model="gpt-5-mini", input="Plan a trip.", store=False,
+                               include=["reasoning.encrypted_content"], reasoning={"effort": "low"})
+    thought = first.output[0]
+    assert (thought.type, thought.summary[0].text) == ("reasoning", "Considering: Plan a trip.")
+    assert thought.encrypted_content.startswith("gAAAAAB") and first.store is False
+    replay = [thought.model_dump(exclude_none=True), {"role": "user", "content": "And then?"}]
+    assert a.responses.create(model="gpt-5-mini", input=replay).output_text == \
+        "Hello from gpt-5-mini. You said: And then?"
+    with pytest.raises(openai.BadRequestError) as e:
+        b.responses.create(model="gpt-5-mini", input=replay)
+    assert e.value.body == {"message": f"The encrypted content for item {thought.id} could not be verified.",
+                            "type": "invalid_request_error", "param": None, "code": "invalid_encrypted_content"}
+    stripped = [{k: v for k, v in replay[0].items() if k != "encrypted_content"}, replay[1]]
+    assert b.responses.create(model="gpt-5-mini", input=stripped).status == "completed"
+
+
+def test_previous_response_id_is_found_only_by_the_account_that_stored_it(mock: MockProcess) -> None:
+    a, b = _account(mock, "sk-acct-a"), _account(mock, "sk-acct-b")
+    first = a.responses.create(model="gpt-5-mini", input="Hi.")
+    second = a.responses.create(model="gpt-5-mini", input="More.", previous_response_id=first.id)
+    assert second.previous_response_id == first.id
+    with pytest.raises(openai.NotFoundError) as e:
+        b.responses.create(model="gpt-5-mini", input="More.", previous_response_id=first.id)
+    assert e.value.body == {"message": f"Previous response with id '{first.id}' not found.",
+                            "type": "invalid_request_error", "param": "previous_response_id",
+                            "code": "previous_response_not_found"}
+    unstored = a.responses.create(model="gpt-5-mini", input="Hi.", store=False)
+    with pytest.raises(openai.NotFoundError):
+        a.responses.create(model="gpt-5-mini", input="More.", previous_response_id=unstored.id)
