@@ -36,7 +36,7 @@ def test_strip_keeps_summaries_and_drops_items_left_with_nothing():
         {"id": "rs_2", "type": "reasoning", "summary": [], "encrypted_content": "gAAAAAB2"},
         {"role": "user", "content": "more"}]}
     call = _call(body)
-    assert call.ir.messages[1].content[0].signature == "gAAAAAB1"
+    assert len(call.ir.messages) == 3
     assert strip(call) is True
     want = [{"role": "user", "content": "hi"},
             {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Thinking."}]},
