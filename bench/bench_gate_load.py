@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from busbar import __version__  # noqa: E402
-from busbar.devtools.mock_provider.process import MockProcess  # noqa: E402
+from busbar_mock_provider.process import MockProcess  # noqa: E402
 from busbar_sdk.artifact import build_wheels, generate_signing_key, pack_artifact  # noqa: E402
 
 from tests.support.gateway import BusbarProcess  # noqa: E402
