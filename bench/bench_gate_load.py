@@ -30,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from busbar import __version__  # noqa: E402
 from busbar_mock_provider.process import MockProcess  # noqa: E402
 from busbar_sdk.artifact import build_wheels, generate_signing_key, pack_artifact  # noqa: E402
 
+from bench.bench_hooks import _project as project  # noqa: E402
 from tests.support.gateway import BusbarProcess  # noqa: E402
 
 GATE = '''
@@ -89,24 +89,6 @@ pools:
 """
 
 
-def _project(root: Path) -> Path:
-    (root / "word_gate").mkdir(parents=True)
-    (root / "word_gate" / "__init__.py").write_text(GATE)
-    (root / "pyproject.toml").write_text(textwrap.dedent('''
-        [build-system]
-        requires = ["setuptools>=61", "wheel"]
-        build-backend = "setuptools.build_meta"
-        [project]
-        name = "word-gate"
-        version = "1.0.0"
-        [project.entry-points."busbar.plugins"]
-        word-gate = "word_gate:plugin"
-        [tool.setuptools]
-        packages = ["word_gate"]
-    '''))
-    return root
-
-
 def _hog(cpu: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
 
@@ -149,7 +131,7 @@ def run(requests: int, concurrency: int, work_us: int, hog: bool) -> dict[str, A
     cpus = sorted(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="busbar-bench-gate-load-") as tmp, MockProcess() as mock:
         root = Path(tmp)
-        (wheel,) = build_wheels([_project(root / "gate")], root / "wheels")
+        (wheel,) = build_wheels([project(root / "gate", "word-gate", "word_gate", GATE, "word_gate:plugin")], root / "wheels")
         plugdir = root / "plugins"
         plugdir.mkdir()
         (plugdir / "word-gate-1.0.0.tar.gz").write_bytes(pack_artifact(

@@ -129,7 +129,9 @@ REPLY = orjson.dumps({"id": "c1", "object": "chat.completion", "created": 1, "mo
                       "usage": {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13}})
 
 
-def _project(root: Path, dist: str, module: str, source: str) -> Path:
+def _project(root: Path, dist: str, module: str, source: str, entry: str | None = None) -> Path:
+    """A plugin project: ``module/__init__.py`` holding ``source``, entry point ``entry`` (default:
+    the module itself, a module of hook functions)."""
     (root / module).mkdir(parents=True)
     (root / module / "__init__.py").write_text(textwrap.dedent(source))
     (root / "pyproject.toml").write_text(textwrap.dedent(f'''
@@ -140,7 +142,7 @@ def _project(root: Path, dist: str, module: str, source: str) -> Path:
         name = "{dist}"
         version = "1.0.0"
         [project.entry-points."busbar.plugins"]
-        {dist} = "{module}"
+        {dist} = "{entry or module}"
         [tool.setuptools]
         packages = ["{module}"]
     '''))
