@@ -56,15 +56,15 @@ async def test_a_gate_spinning_forever_is_cut_by_its_cpu_budget_before_the_hard_
     def hog(payload, settings):
         while not stop.is_set():
             pass
-    bed = bed_factory(pool("reject", timeout_ms=20), {"g": hog})
+    bed = bed_factory(pool("reject", timeout_ms=2), {"g": hog})
     t = time.monotonic()
     with caplog.at_level(logging.WARNING, "busbar.hooks"):
         r = await bed.send("p")
     took = time.monotonic() - t
     assert r.status == 503 and r.headers["x-busbar-hook-error"] == "timeout"
-    assert 0.02 <= took < 0.02 + WALL_ALLOWANCE_S + 0.1      # usually ~25 ms: the loop must get the GIL to cut
+    assert 0.002 <= took < 0.002 + WALL_ALLOWANCE_S         # usually ~5-10 ms: the loop must get the GIL to cut
     assert "hook 'g' (pools.p.hooks[0]) timed out: it used " in caplog.text
-    assert "ms of CPU, over its timeout_ms of 20; applying on_error: reject" in caplog.text
+    assert "ms of CPU, over its timeout_ms of 2; applying on_error: reject" in caplog.text
 
 
 async def test_time_waiting_for_a_worker_is_not_the_hooks(bed_factory):
@@ -105,7 +105,7 @@ async def test_a_gate_over_its_cpu_budget_is_a_timeout_even_when_it_answers(bed_
     assert "ms of CPU, over its timeout_ms of 1" in caplog.text
 
 
-async def test_an_async_gate_is_judged_on_its_own_steps(bed_factory):
+async def test_an_async_gate_is_judged_on_its_own_steps(bed_factory, caplog):
     """Awaiting I/O is not the hook's CPU time; a step that spins past the budget cuts it."""
     async def patient(payload):
         await asyncio.sleep(0.02)
@@ -121,9 +121,11 @@ async def test_an_async_gate_is_judged_on_its_own_steps(bed_factory):
     r = await bed.send("p")
     assert (r.status, r.headers["x-busbar-route-target"]) == (200, "small")
     facade._acall = greedy
-    r = await bed.send("p")
+    with caplog.at_level(logging.WARNING, "busbar.hooks"):
+        r = await bed.send("p")
     assert (r.status, r.headers["x-busbar-hook-error"]) == (503, "timeout")
     assert facade.timeouts == 1
+    assert "ms of CPU, over its timeout_ms of 1; applying on_error: reject" in caplog.text
 
 
 async def test_metered_counts_only_the_coroutines_own_steps():

@@ -89,7 +89,7 @@ def _judge(gate: GateSpec, job: Job, hard: float) -> Result:
         facade.observe(gate.timeout_s * 1e6)
         if job.finished:
             facade.overran(gate.timeout_ms, job.cpu * 1e3, (job.t_done - job.t_start) * 1e3)
-        used = job.cpu if job.finished else job.cpu_now()
+        used = max(job.cpu, job.cpu_now())       # an async step's cut sets cpu; a running worker's clock
         if used > gate.timeout_s:
             detail = f"it used {used * 1e3:.1f} ms of CPU, over its timeout_ms of {gate.timeout_ms}"
         else:
