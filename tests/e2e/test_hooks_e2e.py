@@ -20,6 +20,7 @@ import anthropic
 import httpx
 import openai
 import pytest
+from busbar.hooks.fire import WALL_ALLOWANCE_S
 from busbar_sdk.artifact import build_wheels, generate_signing_key
 
 from tests.plugins.helpers import run_pack, write_project
@@ -270,13 +271,15 @@ def test_order_restrict_rewrite_through_the_real_plugin(gw, mock):
 
 @pytest.mark.parametrize("pool,status", [("slow-open", 200), ("slow-closed", 503)])
 def test_c035_slow_hook_is_cut_at_its_deadline(gw, pool, status):
-    """C035: timeout_ms 100, the hook sleeps 5 s: the decision comes at 100 ms (+50 ms slack over a
-    request without the hook); fail-open forwards unchanged, fail-closed answers 503."""
+    """C035: timeout_ms 100, the hook sleeps 5 s (blocked, not using its CPU budget): the decision
+    comes at its hard deadline, 100 ms + WALL_ALLOWANCE_S (docs/hooks.md#deadlines; +200 ms slack over
+    a request without the hook: a loaded 2-core CI host); fail-open forwards unchanged, fail-closed
+    answers 503."""
     chat(gw, "plain")
     base = min(_timed(lambda: chat(gw, "plain"))[1] for _ in range(3))
     r, took = _timed(lambda: chat(gw, pool))
     assert r.status_code == status
-    assert 0.1 <= took <= base + 0.15 + 0.05
+    assert 0.1 + WALL_ALLOWANCE_S <= took <= base + 0.1 + WALL_ALLOWANCE_S + 0.2
     if status == 503:
         assert r.json()["error"]["message"] == ("hook 'scripted' timed out and its on_error is reject; the request "
                                                 "was not routed")
