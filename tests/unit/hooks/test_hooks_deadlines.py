@@ -146,3 +146,28 @@ def test_a_worker_job_records_its_cpu_not_its_wall_time():
     job.run(None)
     assert job.finished and job.t_done - job.t_start >= 0.03
     assert 0.002 <= job.cpu < 0.012
+
+
+def test_a_garbage_collection_inside_the_call_is_not_the_hooks():
+    import gc
+
+    from busbar.hooks.workers import watch_gc
+    watch_gc()
+
+    def collect():
+        t0 = time.thread_time()
+        junk = []
+        for _ in range(100_000):                  # reference cycles only the collector frees
+            a: list = []
+            a.append(a)
+            junk.append(a)
+        del junk
+        t1 = time.thread_time()
+        gc.collect()
+        return t1 - t0, time.thread_time() - t1
+
+    job = Job(collect)
+    job.run(None)
+    made, collected = job.result
+    assert collected > 0.005                      # the collection took real CPU time ...
+    assert job.cpu < made + collected / 4         # ... which is not charged to the hook

@@ -51,10 +51,14 @@ _cpu = time.thread_time
 _gc_cpu: dict[int, float] = {}
 _gc_start: dict[int, float] = {}
 _gc_watched = False
+#: Threads running a hook's call now: only their collections are timed (the rest cost one lookup).
+_in_call: set[int] = set()
 
 
 def _on_gc(phase: str, info: dict[str, Any]) -> None:
     tid = threading.get_ident()
+    if tid not in _in_call:
+        return
     if phase == "start":
         _gc_start[tid] = _cpu()
     else:
@@ -131,12 +135,15 @@ class Job:
         job.t_start = time.monotonic()
         tid = threading.get_ident()
         g0 = _gc_now(tid)
+        _in_call.add(tid)
         c0 = _cpu()
         try:
             job.result = fn(*args)
         except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
             job.error = e
-        job.cpu = _cpu() - c0 - (_gc_now(tid) - g0)
+        job.cpu = _cpu() - c0
+        _in_call.discard(tid)
+        job.cpu -= _gc_now(tid) - g0
         job.t_done = time.monotonic()
         job.finished = True
         return job
@@ -201,6 +208,7 @@ class Job:
             return
         self.tid = tid = threading.get_ident()
         self.gc0 = g0 = _gc_now(tid)
+        _in_call.add(tid)
         self.cpu0 = c0 = _cpu()
         self.clock = clock
         self.t_start = time.monotonic()
@@ -208,7 +216,9 @@ class Job:
             self.result = self.fn()
         except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
             self.error = e
-        self.cpu = _cpu() - c0 - (_gc_now(tid) - g0)
+        cpu = _cpu() - c0
+        _in_call.discard(tid)
+        self.cpu = cpu - (_gc_now(tid) - g0)
         self.clock = None
         self.t_done = time.monotonic()
         self.finished = True
@@ -288,6 +298,11 @@ class Metered:
         self.cpu = 0.0
         self.over = False
 
+    def _add(self, c0: float, g0: float, tid: int) -> None:
+        cpu = _cpu() - c0
+        _in_call.discard(tid)
+        self.cpu += cpu - (_gc_now(tid) - g0)
+
     def __await__(self) -> Any:
         coro = self.coro
         send: Any = None
@@ -295,16 +310,17 @@ class Metered:
         tid = threading.get_ident()
         while True:
             g0 = _gc_now(tid)
+            _in_call.add(tid)
             c0 = _cpu()
             try:
                 step = coro.send(send) if exc is None else coro.throw(exc)
             except StopIteration as stop:
-                self.cpu += _cpu() - c0 - (_gc_now(tid) - g0)
+                self._add(c0, g0, tid)
                 return stop.value
             except BaseException:
-                self.cpu += _cpu() - c0 - (_gc_now(tid) - g0)
+                self._add(c0, g0, tid)
                 raise
-            self.cpu += _cpu() - c0 - (_gc_now(tid) - g0)
+            self._add(c0, g0, tid)
             if self.budget is not None and self.cpu > self.budget:
                 self.over = True
                 coro.close()
