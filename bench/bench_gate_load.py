@@ -39,12 +39,12 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from busbar import __version__  # noqa: E402
-from busbar_mock_provider.process import MockProcess  # noqa: E402
-from busbar_sdk.artifact import build_wheels, generate_signing_key, pack_artifact  # noqa: E402
+from busbar import __version__
+from busbar_mock_provider.process import MockProcess
+from busbar_sdk.artifact import build_wheels, generate_signing_key, pack_artifact
 
-from bench.bench_hooks import _project as project  # noqa: E402
-from tests.support.gateway import BusbarProcess  # noqa: E402
+from bench.bench_hooks import _project as project
+from tests.support.gateway import BusbarProcess
 
 GATE = '''
 """word-gate: reject a request whose prompt contains settings.word; own work = settings.work_us."""

@@ -189,7 +189,7 @@ async def _walk(gw: Gateway, call: Call, pool: Pool, deadline: float, visited: s
 
 def _issuer(refs: responses_state.StateRefs, excluded: set[int], now: float) -> Member | None:
     """The member that issued the request's state, when it can take it now (else ``None``)."""
-    m = refs.pinned
+    m: Member | None = refs.pinned
     if m is None or m.index in excluded or not m.usable(now):
         return None
     return m

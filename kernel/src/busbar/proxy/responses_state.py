@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 import orjson
@@ -202,7 +202,7 @@ def record(gw: Any, lane: Any, body: bytes) -> None:
         issuers(gw).record(ids, lane.name)
 
 
-async def recording(gw: Any, lane: Any, stream: Any) -> AsyncIterator[bytes]:
+async def recording(gw: Any, lane: Any, stream: Any) -> AsyncGenerator[bytes, None]:
     """Relay ``stream`` unchanged, remembering ``lane`` as the issuer of the state in its
     ``response.completed`` event (frames are only kept from the line where that event begins).
     Closing this generator closes ``stream``."""
