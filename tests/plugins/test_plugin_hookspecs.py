@@ -12,8 +12,10 @@ from typing import Any
 
 import pluggy
 import pytest
+from busbar.hooks.facade import INLINE_ATTRIBUTE, declares_inline
 from busbar.loader import PluginCallError, PluginOpenError
-from busbar_sdk import TRANSPORT_VERSION, BindingError, HookPlugin, export_plugin, hookspec
+from busbar.loader.registry import ASYNC_ATTRIBUTE
+from busbar_sdk import TRANSPORT_VERSION, BindingError, HookPlugin, export_plugin, hookspec, wire
 from busbar_sdk.artifact import bind_plugin
 
 from tests.plugins.helpers import decide, make_cfg
@@ -32,7 +34,14 @@ def test_the_relay_holds_exactly_the_six_abi_hooks() -> None:
         ["busbar_abi", "busbar_plugin_kind", "busbar_open", "busbar_call", "busbar_free", "busbar_close"])
 
 
-@pytest.mark.parametrize("name", hookspec.HOOK_NAMES)
+def test_the_capabilities_are_declared_but_not_on_the_relay() -> None:
+    assert hookspec.CAPABILITY_NAMES == ("busbar_inline", "busbar_acall")
+    assert hookspec.CAPABILITY_NAMES == (wire.INLINE_CAPABILITY, wire.ACALL_CAPABILITY)
+    assert (INLINE_ATTRIBUTE, ASYNC_ATTRIBUTE) == hookspec.CAPABILITY_NAMES  # the kernel reads the same names
+    assert not set(hookspec.CAPABILITY_NAMES) & set(_relay_hooks())
+
+
+@pytest.mark.parametrize("name", hookspec.HOOK_NAMES + hookspec.CAPABILITY_NAMES)
 def test_every_hookspec_is_documented_typed_and_tested(name: str) -> None:
     fn = getattr(hookspec, name)
     sig = inspect.signature(fn)
@@ -147,6 +156,37 @@ def test_busbar_close(pack, plugdir, keys, load) -> None:
     inst.close()  # once only
     assert inst.handle == {"settings": {}, "closed": True}
     assert bind_plugin(_module(), name="y").close("h") is None
+
+
+# ----------------------------------------------------------------- one test per capability
+
+def test_busbar_inline(pack, plugdir, keys, load) -> None:
+    pack(plugdir / "p.tar.gz", wheel="plain", name="plain-hook", alias="plain")
+    inst = load(make_cfg(keys)).get("plain").open({})
+    assert declares_inline(inst) is False
+    inst.plugin.binding.call.busbar_inline = "yes"  # type: ignore[union-attr]  # only the bool True counts
+    assert declares_inline(inst) is False
+    inst.plugin.binding.call.busbar_inline = True  # type: ignore[union-attr]
+    assert declares_inline(inst) is True
+
+
+async def test_busbar_acall(pack, plugdir, keys, load) -> None:
+    pack(plugdir / "p.tar.gz", wheel="plain", name="plain-hook", alias="plain")
+    plugin = load(make_cfg(keys)).get("plain")
+    assert plugin.open({}).acall is None
+    call = plugin.binding.call  # type: ignore[union-attr]
+
+    async def twin(handle: object, payload: dict[str, Any]) -> dict[str, Any]:
+        return {"order": [1, 0], "async": True}
+    call.busbar_acall = twin
+    try:
+        inst = plugin.open({})
+        assert inst.acall is not None
+        assert await inst.acall(decide(2)) == {"order": [1, 0], "async": True}
+        call.busbar_acall = lambda handle, payload: {}  # not a coroutine function: ignored
+        assert plugin.open({}).acall is None
+    finally:
+        del call.busbar_acall
 
 
 # ---------------------------------------------------------------------------- registration rules

@@ -93,7 +93,10 @@ def test_reply_arms_serialize_to_the_wire() -> None:
 def test_reply_precedence_and_fail_closed_reject() -> None:
     assert parse_hook_reply({"order": [1], "reject": "garbage"}) == Reject()  # malformed reject still rejects
     assert parse_hook_reply({"reject": {"status": 200, "message": ""}}) == Reject(status=403)
-    assert isinstance(parse_hook_reply({"rewrite": {"messages": []}, "order": [0]}), Rewrite)
+    assert isinstance(parse_hook_reply({"rewrite": {"messages": [{"role": "user", "content": "x"}]}, "order": [0]}),
+                      Rewrite)
+    with pytest.raises(PayloadError, match="malformed reply: Tuple should have at least 1 item"):
+        parse_hook_reply({"rewrite": {"messages": []}, "order": [0]})   # the kernel's garbage too
     assert parse_hook_reply({"abstain": True}) == Abstain()
 
 

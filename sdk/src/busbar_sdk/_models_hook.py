@@ -6,14 +6,27 @@ ignored (the wire is append-only) except on :class:`RequestProjection` and :clas
 which keep them as extra attributes (declared routing signals are flattened into those objects).
 Optional fields are absent on the wire and ``None`` here. Reprs redact prompt text and identity.
 
-Source: seeds 003 "What a gate receives", "The gate reply arms", "The wire, precisely";
-ORIGINAL.md §2.11 (projection shape, reply normalizers).
+Reply arms validate against the wire contract's limits (:mod:`busbar_sdk.wire`, the definition the
+kernel's reply parser uses): ``Restrict`` takes 1..64 non-empty tags, ``Reject.status`` is an int in
+400..499 and its message at most 300 characters, ``Rewrite`` at least one message. Constructing an
+arm out of those limits raises ``pydantic.ValidationError`` (a ``ValueError``); constructing one with
+an unknown keyword does too (a typo, not a newer wire). Reading a reply off the wire
+(:func:`busbar_sdk.models.parse_hook_reply`) ignores unknown fields, as the kernel does.
 """
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+
+from busbar_sdk.wire import (
+    DEFAULT_REJECT_MESSAGE,
+    DEFAULT_REJECT_STATUS,
+    MAX_REJECT_MESSAGE_CHARS,
+    MAX_RESTRICT_TAGS,
+    REJECT_STATUS_MAX,
+    REJECT_STATUS_MIN,
+)
 
 __all__ = [
     "DEFAULT_REJECT_MESSAGE",
@@ -35,8 +48,6 @@ __all__ = [
     "TransformMessage",
     "UserIdentity",
 ]
-
-DEFAULT_REJECT_MESSAGE = "Request rejected by the routing policy."
 
 
 class _Wire(BaseModel):
@@ -187,17 +198,24 @@ class Abstain(_Reply):
 
 
 class Reject(_Reply):
-    """``{"reject": {"status", "message"}}``: stop the request (status clamped to 400-499)."""
+    """``{"reject": {"status", "message"}}``: stop the request.
 
-    status: int = 403
-    message: str = DEFAULT_REJECT_MESSAGE
+    Attributes:
+        status: an HTTP client error, 400..499 (default 403); anything else raises.
+        message: 1..300 characters shown to the client (default
+            ``busbar_sdk.wire.DEFAULT_REJECT_MESSAGE``); the kernel strips control and bidi characters.
+    """
+
+    status: StrictInt = Field(default=DEFAULT_REJECT_STATUS, ge=REJECT_STATUS_MIN, le=REJECT_STATUS_MAX)
+    message: str = Field(default=DEFAULT_REJECT_MESSAGE, min_length=1, max_length=MAX_REJECT_MESSAGE_CHARS)
 
     def to_wire(self) -> dict[str, Any]:
         return {"reject": {"status": self.status, "message": self.message}}
 
 
 class Restrict(_Reply):
-    """``{"restrict": {"tags_any": [...]}}``: only members carrying one of these tags may serve."""
+    """``{"restrict": {"tags_any": [...]}}``: only members carrying one of these tags may serve
+    (1..64 non-empty tags; more, none or an empty tag raises)."""
 
     tags_any: tuple[str, ...]
 
@@ -206,6 +224,8 @@ class Restrict(_Reply):
     def _non_empty(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         if not v or any(not t for t in v):
             raise ValueError("tags_any must hold at least one non-empty tag")
+        if len(v) > MAX_RESTRICT_TAGS:
+            raise ValueError(f"tags_any holds {len(v)} tags; the limit is {MAX_RESTRICT_TAGS}")
         return v
 
     def to_wire(self) -> dict[str, Any]:
@@ -215,7 +235,7 @@ class Restrict(_Reply):
 class Order(_Reply):
     """``{"order": [idx, ...]}``: most preferred first; omitted members are demoted."""
 
-    order: tuple[int, ...]
+    order: tuple[StrictInt, ...]
 
     def to_wire(self) -> dict[str, Any]:
         return {"order": list(self.order)}
@@ -231,7 +251,7 @@ class BodyMessage(_Reply):
 class Rewrite(_Reply):
     """``{"rewrite": {"messages": [...], "tools"?: [...]}}``: replace the body (``prompt: rw``)."""
 
-    messages: tuple[BodyMessage, ...]
+    messages: tuple[BodyMessage, ...] = Field(min_length=1)
     tools: tuple[dict[str, Any], ...] | None = None
 
     def to_wire(self) -> dict[str, Any]:

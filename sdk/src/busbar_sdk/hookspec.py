@@ -45,19 +45,24 @@ ORIGINAL.md §5.3. Added in 1.5.0 (transport version 1).
 """
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 import pluggy
 
 from busbar_sdk._versions import PROJECT_NAME
+from busbar_sdk.wire import ACALL_CAPABILITY, INLINE_CAPABILITY
 
 __all__ = [
+    "CAPABILITY_NAMES",
     "HOOK_NAMES",
     "REQUIRED_HOOKS",
     "busbar_abi",
+    "busbar_acall",
     "busbar_call",
     "busbar_close",
     "busbar_free",
+    "busbar_inline",
     "busbar_open",
     "busbar_plugin_kind",
     "hookimpl",
@@ -73,6 +78,9 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 HOOK_NAMES = ("busbar_abi", "busbar_plugin_kind", "busbar_open", "busbar_call", "busbar_free", "busbar_close")
 #: Hooks a plugin must implement; ``busbar_free`` and ``busbar_close`` default to no-ops.
 REQUIRED_HOOKS = ("busbar_abi", "busbar_plugin_kind", "busbar_open", "busbar_call")
+#: Optional capabilities: attributes of a plugin's ``busbar_call`` implementation, not pluggy hooks
+#: (they are declared below for their contract and are not on the hook relay).
+CAPABILITY_NAMES = (INLINE_CAPABILITY, ACALL_CAPABILITY)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,5 +267,61 @@ def busbar_close(handle: object) -> None:
     On error: logged on ``busbar.plugins`` and ignored (a broken close never blocks shutdown).
 
     Grants: none. Source: ORIGINAL.md §5.3 (``busbar_close``). Added: 1.5.0.
+    """
+    raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------------------------
+# Capabilities: optional attributes of the ``busbar_call`` implementation (not pluggy hooks).
+# ---------------------------------------------------------------------------------------------
+
+def busbar_inline() -> bool:
+    """Declare the plugin's ``busbar_call`` CPU-only and bounded, so it may run on the event loop.
+
+    When: read once per instance when the kernel attaches a hook (boot, hot reload), as the
+    attribute ``busbar_call.busbar_inline`` of the plugin's implementation (a function attribute,
+    not a hook: ``busbar_call.busbar_inline = True``). When it is ``True``, decide and transform
+    calls run right on the event loop instead of a worker thread (no thread hand-off); the
+    ``busbar_sdk.sidecar`` server honours it the same way. Absent or any other value: worker thread.
+
+    Returns:
+        ``True`` to declare the capability (the attribute's value; only the ``bool`` ``True``
+        counts).
+
+    On error: a declaring hook that overruns its deadline still has its reply discarded; after 3
+    such overruns the kernel logs a warning and moves that hook back to its worker pool. Never
+    declare it on a ``busbar_call`` that does I/O or can block.
+
+    Grants: unchanged; the payload is projected and stripped exactly as for :func:`busbar_call`.
+    Source: docs/hooks.md "Inline plugins" (``busbar_sdk.wire.INLINE_CAPABILITY``).
+    Added: 1.5.0.
+    """
+    raise NotImplementedError
+
+
+def busbar_acall(handle: object, payload: dict[str, Any]) -> Awaitable[dict[str, Any]]:
+    """The async twin of :func:`busbar_call`, awaited on the kernel's event loop.
+
+    When: declared as the attribute ``busbar_call.busbar_acall = <async def (handle, payload)>`` of
+    the plugin's implementation; read once per instance at attach. The kernel then awaits it for
+    ``decide`` and ``transform`` (no worker thread, cancellable at the gate's ``timeout_ms``); taps
+    and management messages still go through the synchronous :func:`busbar_call`. For I/O-bound
+    plugins (the first-party ``busbar-webrequest-hook`` awaits its sidecar through it).
+
+    Args:
+        handle: the object :func:`busbar_open` returned.
+        payload: the same message :func:`busbar_call` would receive.
+
+    Returns:
+        An awaitable of the same reply dict :func:`busbar_call` returns (the reply arms of
+        ``busbar_sdk.wire``).
+
+    On error: an exception is raised to the caller as ``PluginCallError`` (the gate's
+    ``on_error`` applies); a reply still pending at the deadline is cancelled.
+
+    Grants: as :func:`busbar_call` (prompt and user fields stripped per the effective grant, a
+    ``rewrite`` refused without ``prompt: rw``).
+    Source: docs/hooks.md "Async plugins" (``busbar_sdk.wire.ACALL_CAPABILITY``).
+    Added: 1.5.0.
     """
     raise NotImplementedError

@@ -21,7 +21,6 @@ from pydantic import ValidationError
 
 from busbar_sdk._errors import PayloadError
 from busbar_sdk._models_hook import (
-    DEFAULT_REJECT_MESSAGE,
     Abstain,
     BodyMessage,
     BudgetEntry,
@@ -52,6 +51,21 @@ from busbar_sdk._models_kinds import (
     StoreFailure,
     StoreMessage,
     StoreResult,
+)
+from busbar_sdk.wire import (
+    ARM_ABSTAIN,
+    ARM_ORDER,
+    ARM_REJECT,
+    ARM_RESTRICT,
+    ARM_REWRITE,
+    DEFAULT_REJECT_MESSAGE,
+    MANAGEMENT_KEYS,
+    MAX_RESTRICT_TAGS,
+    RESTRICT_TAGS,
+    REWRITE_FIELDS,
+    is_reject,
+    reject_message,
+    reject_status,
 )
 from busbar_sdk._models_mgmt import (
     METRIC_NAME_PATTERN,
@@ -114,8 +128,6 @@ __all__ = [
 HookMessage = (DecideMessage | TransformMessage | NotifyMessage | ConfigureMessage | DescribeMessage
                | StatusMessage)
 
-#: Top-level keys that make a message a management message on the sidecar wire.
-MANAGEMENT_KEYS = ("configure", "describe", "status")
 
 _PER_REQUEST: dict[str, type[DecideMessage | TransformMessage | NotifyMessage]] = {
     "decide": DecideMessage, "transform": TransformMessage, "notify": NotifyMessage}
@@ -153,28 +165,57 @@ def parse_hook_message(payload: dict[str, Any]) -> HookMessage | None:
         raise PayloadError(f"{op} message: {where}: {first['msg']}") from None
 
 
-def parse_hook_reply(reply: dict[str, Any]) -> HookReply:
-    """Read a per-request reply dict as its arm, precedence reject > rewrite > restrict > order >
-    abstain (as the kernel's normalizers do; a malformed reject still rejects with defaults).
+def parse_hook_reply(reply: Any) -> HookReply:
+    """Read a per-request reply dict as the kernel's reply parser reads it (docs/hooks.md "What a
+    gate may answer"; limits from :mod:`busbar_sdk.wire`).
+
+    Precedence: reject > rewrite > abstain > restrict > order. Any ``reject`` value but
+    ``false``/``null`` rejects, a malformed one with the defaults (status outside 400..499 -> 403,
+    message sanitized, empty -> the default). ``order`` keeps the int entries, first occurrence
+    only; empty = abstain. A reply carrying both ``restrict`` and ``order`` reads as its
+    :class:`Restrict` (the kernel applies both). Unknown fields are ignored at every level.
 
     Raises:
-        PayloadError: a non-reject arm that is malformed.
+        PayloadError: a non-reject arm that the kernel would treat as garbage (the gate's
+            ``on_error`` applies): a reply that is not a dict, ``restrict`` without 1..64 non-empty
+            string tags, ``order`` not a list, a ``rewrite`` without messages.
     """
-    if "reject" in reply:
-        body = reply["reject"] if isinstance(reply["reject"], dict) else {}
-        status = body.get("status", 403)
-        if type(status) is not int or not 400 <= status <= 499:
-            status = 403
-        message = body.get("message")
-        return Reject(status=status,
-                      message=message if isinstance(message, str) and message else DEFAULT_REJECT_MESSAGE)
+    if type(reply) is not dict:
+        raise PayloadError(f"malformed reply: a {type(reply).__name__}, not a JSON object")
+    if is_reject(reply.get(ARM_REJECT)):
+        body = reply[ARM_REJECT] if isinstance(reply[ARM_REJECT], dict) else {}
+        return Reject(status=reject_status(body.get("status")), message=reject_message(body.get("message")))
     try:
-        if "rewrite" in reply:
-            return Rewrite.model_validate(reply["rewrite"])
-        if "restrict" in reply:
-            return Restrict.model_validate(reply["restrict"])
-        if "order" in reply:
-            return Order(order=reply["order"])
+        raw = reply.get(ARM_REWRITE)
+        if raw is not None:
+            return Rewrite.model_validate(_rewrite_fields(raw))
+        if reply.get(ARM_ABSTAIN) is True:
+            return Abstain()
+        raw = reply.get(ARM_RESTRICT)
+        if raw is not None:
+            tags = raw.get(RESTRICT_TAGS) if isinstance(raw, dict) else None
+            if type(tags) is not list or not all(type(t) is str for t in tags):
+                raise PayloadError(f"malformed reply: restrict must be {{\"tags_any\": [tag, ...]}} with "
+                                   f"1..{MAX_RESTRICT_TAGS} non-empty string tags")
+            return Restrict(tags_any=tuple(tags))
+        raw = reply.get(ARM_ORDER)
+        if raw is not None:
+            if type(raw) is not list:
+                raise PayloadError(f"malformed reply: order is {type(raw).__name__}, not a list of candidate idx")
+            order = tuple(dict.fromkeys(i for i in raw if type(i) is int))
+            return Order(order=order) if order else Abstain()
     except ValidationError as exc:
         raise PayloadError(f"malformed reply: {exc.errors()[0]['msg']}") from None
     return Abstain()
+
+
+def _rewrite_fields(raw: Any) -> Any:
+    """The known fields of a ``rewrite`` object (and of each of its messages); the rest is ignored."""
+    if not isinstance(raw, dict):
+        return raw
+    out = {k: raw[k] for k in REWRITE_FIELDS if k in raw and raw[k] is not None}
+    msgs = out.get("messages")
+    if type(msgs) is list:
+        out["messages"] = [{k: m[k] for k in ("role", "content") if k in m} if isinstance(m, dict) else m
+                           for m in msgs]
+    return out

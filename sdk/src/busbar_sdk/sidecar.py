@@ -46,6 +46,7 @@ import uvicorn
 
 from busbar_sdk._base import Plugin, export_plugin
 from busbar_sdk._binding import bind_plugin
+from busbar_sdk.wire import INLINE_CAPABILITY
 
 __all__ = ["SidecarServer", "asgi_app", "main", "make_dispatch", "serve", "start"]
 
@@ -54,7 +55,7 @@ MAX_BODY_BYTES = 8 << 20
 #: ``json.dumps(reply, separators=(",", ":"))`` without building an encoder per reply.
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 #: The attribute of a ``busbar_call`` implementation declaring it CPU-only and bounded.
-INLINE_ATTRIBUTE = "busbar_inline"
+INLINE_ATTRIBUTE = INLINE_CAPABILITY
 
 
 def make_dispatch(plugin: object, settings: dict[str, Any] | None = None) -> Dispatch:
@@ -122,7 +123,7 @@ def asgi_app(plugin: object, settings: dict[str, Any] | None = None, *,
     """The sidecar contract as an ASGI 3 application (for uvicorn, hypercorn, ...): see the module
     docstring for the HTTP mapping and where plugin code runs."""
     dispatch = make_dispatch(plugin, settings)
-    inline = getattr(dispatch, "busbar_inline", False)
+    inline = getattr(dispatch, INLINE_ATTRIBUTE, False)
 
     async def app(scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
                   send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:

@@ -33,6 +33,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from busbar_sdk.wire import INLINE_CAPABILITY
+
 from busbar import __version__ as BUSBAR_VERSION
 from busbar.hooks import mgmt
 from busbar.hooks.reply import Abstain, Arms, Reject, Rewrite, read_decide, read_transform
@@ -49,8 +51,9 @@ SYNC_MIN_SAMPLES = 8
 
 __all__ = ["INLINE_ATTRIBUTE", "MGMT_TIMEOUT_S", "HookFacade", "declares_inline"]
 
-#: Set to True on a plugin's ``busbar_call`` implementation to declare it CPU-only and bounded.
-INLINE_ATTRIBUTE = "busbar_inline"
+#: Set to True on a plugin's ``busbar_call`` implementation to declare it CPU-only and bounded
+#: (the wire contract's capability name, ``busbar_sdk.hookspec.busbar_inline``).
+INLINE_ATTRIBUTE = INLINE_CAPABILITY
 #: Inline calls past their deadline before a declaring hook is moved to its worker pool.
 INLINE_STRIKES = 3
 

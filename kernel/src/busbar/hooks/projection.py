@@ -25,8 +25,11 @@ Shapes (seeds 000 "The decision payload", seeds 003 "What a gate receives"); opt
   governance supplies them).
 - ``stage`` (taps): ``{"at", ...}`` with only the stage's own fields.
 
-Source: seeds 000 "The routing signals", "The decision payload"; seeds 003 "Access grants", "What a
-gate receives", "Two kinds: tap and gate" (stage payloads); ORIGINAL.md §2.11 (projection).
+The field names and their wire order are the wire contract's (``busbar_sdk.wire.REQUEST_FIELDS``,
+``CANDIDATE_FIELDS``, ``STAGE_FIELDS``; the sdk's models read the same lists), and so are
+``REDACTED_REASONING`` and ``UNBOUNDED_PERMITS`` (``available_concurrency`` of an unbounded lane, minus
+its in-flight count so ``least_busy`` still prefers the idler one). The literal keys below are
+checked against those lists by ``tests/unit/hooks/test_wire_contract.py``.
 """
 from __future__ import annotations
 
@@ -34,13 +37,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
+from busbar_sdk.wire import REDACTED_REASONING, UNBOUNDED_PERMITS
 
 from busbar.ir.model import IrRequest, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
-
-REDACTED_REASONING = "[busbar:redacted_reasoning]"
-#: ``available_concurrency`` of a lane without ``max_concurrent`` (a 31-bit ceiling, safe in any
-#: JSON parser), minus its in-flight count so ``least_busy`` still prefers the idler one.
-UNBOUNDED_PERMITS = 2**31 - 1
 
 __all__ = ["REDACTED_REASONING", "UNBOUNDED_PERMITS", "available_permits", "candidate_static", "candidate_views",
            "copy_candidates", "cost_per_mtok", "ir_sizes", "prompt_view", "request_view", "shape_view", "stage_view",

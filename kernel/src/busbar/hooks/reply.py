@@ -12,7 +12,8 @@ arm or raise :class:`ReplyError` (garbage: the gate's ``on_error`` applies):
   "route the request". ``status`` must be an int in 400..499, else 403; ``message`` is sanitized
   (control, bidi, zero-width and line/paragraph separators stripped; at most 300 characters).
   Reject wins over every other arm in the same reply.
-- restrict (:class:`Arms.restrict`): ``{"tags_any": [non-empty str, ...]}`` (at most 64 tags).
+- restrict (:class:`Arms.restrict`): ``{"tags_any": [non-empty str, ...]}`` (1..64 tags,
+  ``busbar_sdk.wire.MAX_RESTRICT_TAGS``).
 - order (:class:`Arms.order`): a list; entries that are not the ``idx`` of a candidate sent are
   dropped, duplicates dropped keeping the first; empty = abstain. Restrict and order may come
   together in one reply.
@@ -24,23 +25,31 @@ Grants, the return direction: a ``rewrite`` arm from a hook whose effective prom
 ``rw`` is a violation, treated as garbage (never applied). Transform precedence: reject > rewrite >
 abstain; ``restrict``/``order`` are decide-path verbs and are ignored on a transform reply.
 
-Source: seeds 003 "The gate reply arms", "The wire, precisely"; seeds 000 "The reply";
-ORIGINAL.md §2.11 (reply normalizers).
+The arm names, field names and limits are the wire contract's (:mod:`busbar_sdk.wire`), the one
+definition the sdk's reply models validate against too (docs/hooks.md "What a gate may answer").
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from busbar_sdk.wire import (
+    DEFAULT_REJECT_MESSAGE,
+    DEFAULT_REJECT_STATUS,
+    MAX_REJECT_MESSAGE_CHARS,
+    MAX_RESTRICT_TAGS,
+    UNSAFE_TEXT,
+    is_reject,
+    reject_message,
+    reject_status,
+)
 
 from busbar.ir.model import IrMessage, IrTool
 
-DEFAULT_REJECT_MESSAGE = "Request rejected by the routing policy."
-MAX_MESSAGE_CHARS = 300
-MAX_TAGS = 64
-_STRIP = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+MAX_MESSAGE_CHARS = MAX_REJECT_MESSAGE_CHARS
+MAX_TAGS = MAX_RESTRICT_TAGS
+_STRIP = UNSAFE_TEXT
 
 __all__ = [
     "ABSTAIN",
@@ -98,29 +107,20 @@ class Rewrite:
 
 
 def sanitize(text: str) -> str:
-    """Strip control, bidi, zero-width and separator characters; trim; at most 300 characters."""
-    out = _STRIP.sub("", text).strip()
-    return out[:MAX_MESSAGE_CHARS]
+    """Strip control, bidi, zero-width and separator characters; trim; at most 300 characters
+    (:data:`DEFAULT_REJECT_MESSAGE` when nothing is left)."""
+    return reject_message(text)
 
 
 def read_reject(value: Any) -> Reject:
     """A ``reject`` value (already known not to be false/null) -> :class:`Reject`, fail-closed."""
-    status, message = 403, DEFAULT_REJECT_MESSAGE
     if isinstance(value, dict):
-        s = value.get("status")
-        if type(s) is int and 400 <= s <= 499:
-            status = s
-        m = value.get("message")
-        if isinstance(m, str):
-            m = sanitize(m)
-            if m:
-                message = m
-    return Reject(status, message)
+        return Reject(reject_status(value.get("status")), reject_message(value.get("message")))
+    return Reject(DEFAULT_REJECT_STATUS, DEFAULT_REJECT_MESSAGE)
 
 
 def _rejects(reply: dict[str, Any]) -> bool:
-    v = reply.get("reject")
-    return v is not None and v is not False
+    return is_reject(reply.get("reject"))
 
 
 def read_decide(reply: Any, known_idx: frozenset[int], prompt_grant: str) -> Abstain | Reject | Arms:
@@ -158,7 +158,7 @@ def read_decide(reply: Any, known_idx: frozenset[int], prompt_grant: str) -> Abs
 def _read_restrict(raw: Any) -> frozenset[str]:
     tags = raw.get("tags_any") if isinstance(raw, dict) else None
     if type(tags) is not list or not tags or len(tags) > MAX_TAGS:
-        raise ReplyError("restrict must be {\"tags_any\": [tag, ...]} with 1..64 tags")
+        raise ReplyError(f"restrict must be {{\"tags_any\": [tag, ...]}} with 1..{MAX_TAGS} tags")
     for t in tags:
         if not isinstance(t, str) or not t:
             raise ReplyError("restrict.tags_any holds a tag that is not a non-empty string")

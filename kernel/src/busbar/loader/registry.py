@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from busbar_sdk.artifact import Manifest, PluginBinding
+from busbar_sdk.wire import ACALL_CAPABILITY
 
 from busbar.loader.errors import PluginCallError, PluginError, PluginOpenError
 from busbar.loader.unpack import Staging
@@ -33,8 +34,9 @@ trace_log = logging.getLogger("busbar.plugins.trace")
 _LADDER = {"no": 0, "ro": 1, "rw": 2}
 _PROMPT_KEYS = ("system", "messages")
 _USER_KEYS = ("user",)
-#: A plugin may carry an async twin of its ``busbar_call`` as this attribute of the implementation.
-ASYNC_ATTRIBUTE = "busbar_acall"
+#: A plugin may carry an async twin of its ``busbar_call`` as this attribute of the implementation
+#: (the wire contract's capability name, ``busbar_sdk.hookspec.busbar_acall``).
+ASYNC_ATTRIBUTE = ACALL_CAPABILITY
 
 
 class Grant(NamedTuple):
