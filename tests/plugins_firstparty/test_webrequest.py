@@ -59,7 +59,8 @@ def test_manifest_declares_its_identity_and_requirements(webrequest) -> None:
     assert (m.name, m.alias, m.kind, m.version, m.publisher) == (
         "busbar-webrequest-hook", "busbar-webrequest", "hook", "1.5.0", "busbar")
     required = {r.split(">")[0].split("=")[0] for r in m.requires_dist}
-    assert {"busbar-sdk", "httpx", "httpcore", "idna"} <= required
+    assert {"busbar-sdk", "httpx", "httpcore", "aiohttp", "orjson"} <= required
+    assert "idna" not in required                 # host canonicalization is the sdk's (busbar_sdk.ssrf)
 
 
 def test_conformance_against_a_real_sidecar(webrequest, reverse_sidecar) -> None:
@@ -253,7 +254,7 @@ def _resolver(mapping: dict[str, list[str]]):
 
 def test_connect_time_resolution_refuses_private_answers(webrequest, stub, monkeypatch) -> None:
     """C032 (c): a name that answers a private address is refused after DNS, before any connection."""
-    ssrf = plugin_module("busbar_webrequest_hook._ssrf")
+    ssrf = plugin_module("busbar_webrequest_hook._connect")
     monkeypatch.setattr(ssrf, "RESOLVER", _resolver({
         "sidecar.example.com": ["10.0.0.5"], "mixed.example.com": ["93.184.216.34", "169.254.169.254"],
         "rebind.example.com": ["127.0.0.1"], "evil.localhost": ["8.8.8.8"]}))
@@ -271,7 +272,7 @@ def test_connect_time_resolution_refuses_private_answers(webrequest, stub, monke
 
 
 def test_localhost_names_and_the_allow_list_reach_the_sidecar(webrequest, stub, monkeypatch) -> None:
-    ssrf = plugin_module("busbar_webrequest_hook._ssrf")
+    ssrf = plugin_module("busbar_webrequest_hook._connect")
     monkeypatch.setattr(ssrf, "RESOLVER", _resolver({"router.localhost": ["127.0.0.1"],
                                                      "sidecar.internal": ["127.0.0.1"]}))
     inst = webrequest.open({"url": f"http://router.localhost:{stub.port}/a"})

@@ -29,7 +29,7 @@ module                      rows of seeds 001 "Startup validation summary"
 Zero side effects: no socket, no write, no plugin imported; secret files are read through
 ``read_file``. Every configured egress URL (provider ``base_url`` / ``token_url``, the webrequest hook's
 ``settings.url``, ``observability.otlp_url`` / ``request_log_webhook_url``) is judged by the one SSRF
-guard, ``busbar.security.policy.SsrfPolicy.check_url`` (:meth:`Context.url`). Rows that need the plugin
+guard, ``busbar_sdk.ssrf.SsrfPolicy.check_url`` (:meth:`Context.url`). Rows that need the plugin
 loader (artifact validity, name conflicts, "does this module resolve to a loadable kind: X plugin")
 run only when a ``plugins`` catalog is passed; without one the checks stop at "is plugins.enabled on".
 
@@ -49,7 +49,7 @@ from busbar.config.secrets import FileReader, SecretError, read_text_file, resol
 if TYPE_CHECKING:
     from busbar.config.load import LoadedConfig
     from busbar.config.schema import DeploymentConfig
-    from busbar.security.policy import SsrfPolicy
+    from busbar_sdk.ssrf import SsrfPolicy
 
 
 class PluginCatalog(Protocol):
@@ -163,7 +163,7 @@ class Context:
     def policy(self) -> SsrfPolicy:
         """The SSRF policy of the ``security:`` block (built once; a bad entry is reported once)."""
         if self._policy is None:
-            from busbar.security.policy import SsrfPolicy  # the pure verdicts; not the transport
+            from busbar_sdk.ssrf import SsrfPolicy  # the pure verdicts; not the transport
 
             sec = self.cfg.security
             try:
@@ -182,7 +182,7 @@ class Context:
         the line reads ``providers.x.base_url: 169.254.169.254 is a cloud-metadata endpoint; ...``.
         Returns True when the URL passed.
         """
-        from busbar.security.policy import SsrfBlocked
+        from busbar_sdk.ssrf import SsrfBlocked
 
         try:
             self.policy.check_url(url, purpose=path, provider_allow=tuple(provider_allow),

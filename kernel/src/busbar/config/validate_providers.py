@@ -44,7 +44,7 @@ def _check_catalog(ctx: Any) -> None:
 
 
 def _allow_list(ctx: Any, name: str, entries: list[str]) -> list[str]:
-    from busbar.security.hosts import parse_host_or_network
+    from busbar_sdk.ssrf import parse_host_or_network
 
     good = []
     for i, entry in enumerate(entries):

@@ -106,7 +106,7 @@ async def attempt(gw: Gateway, call: Call, member_or_lane: Member | Lane,
     by_attempt_cap = timeout_ms is not None and timeout_ms / 1000.0 <= remaining_s
     try:
         async with asyncio.timeout(cap):       # connect + time to headers; never the body
-            resp = await gw.upstream.send("POST", url, headers, content)
+            resp = await gw.upstream.send("POST", url, headers, content, scope=provider.name)
     except TimeoutError:
         return AttemptFailure("timeout", 0, None, None,
                               reason="attempt_timeout" if by_attempt_cap else "timeout")

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import jwt
+from busbar_sdk.ssrf import SsrfBlocked
 
 from busbar.proxy.upstream import Upstream, UpstreamError, fetch, form_request
-from busbar.security.policy import SsrfBlocked
 
 if TYPE_CHECKING:
     from busbar.proxy.runtime import Provider
@@ -118,7 +118,8 @@ class Credentials:
                         auth: tuple[str, str] | None = None) -> tuple[str, float]:
         headers, form = form_request(data, auth)
         try:
-            status, _headers, raw = await fetch(self.upstream, "POST", url, headers, form, TOKEN_TIMEOUT_S)
+            status, _headers, raw = await fetch(self.upstream, "POST", url, headers, form, TOKEN_TIMEOUT_S,
+                                                 scope=provider.name)
         except (UpstreamError, TimeoutError) as e:
             raise CredentialError(f"provider {provider.name}: token endpoint unreachable: "
                                   f"{str(e) or 'timed out'}") from None

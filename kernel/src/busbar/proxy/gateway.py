@@ -41,6 +41,7 @@ from busbar.proxy.upstream import AiohttpUpstream, HttpxUpstream, Upstream
 if TYPE_CHECKING:
     from busbar.loader.registry import PluginSet
     from busbar.loader.reload import PluginReloader
+    from busbar_sdk.ssrf import HostGuard
 
 log = logging.getLogger("busbar")
 
@@ -152,15 +153,37 @@ class Gateway:
         await self.upstream.aclose()
 
 
-def _guarded_upstream(loaded: LoadedConfig) -> AiohttpUpstream:
-    """The upstream client with the SSRF guard at request and connect time (seeds 001 "security")."""
+def provider_guards(loaded: LoadedConfig) -> tuple[HostGuard, dict[str, HostGuard]]:
+    """The SSRF guards of the provider egress path: ``(default, scoped)``.
+
+    ``default`` carries only the deployment's ``security`` lists; ``scoped`` maps each provider that
+    declares ``allow_metadata_hosts`` to a guard carrying that list (providers declaring the same
+    list share one guard). A provider's exception applies to that provider and to nothing else
+    (docs/security.md "Scope of an exception").
+
+    Raises:
+        ValueError: a ``security`` list entry is not a host, IP or CIDR (config validation reports it
+            first).
+    """
     from busbar.security.ssrf import HostGuard, SsrfPolicy
 
     sec = loaded.config.security
-    limits = loaded.config.limits
     policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
-    allow = tuple(h for p in loaded.config.providers.values() for h in p.allow_metadata_hosts)
-    guard = HostGuard(policy, purpose="provider", provider_allow=allow, allow_private=True)
-    return AiohttpUpstream(guard, total_timeout_s=limits.upstream_request_timeout_secs,
+    default = HostGuard(policy, purpose="provider", allow_private=True)
+    by_allow: dict[tuple[str, ...], HostGuard] = {}
+    scoped: dict[str, HostGuard] = {}
+    for name, prov in loaded.config.providers.items():
+        allow = tuple(prov.allow_metadata_hosts)
+        if allow:
+            scoped[name] = by_allow.setdefault(allow, HostGuard(policy, purpose="provider", provider_allow=allow,
+                                                                allow_private=True))
+    return default, scoped
+
+
+def _guarded_upstream(loaded: LoadedConfig) -> AiohttpUpstream:
+    """The upstream client with the SSRF guards at request and connect time (docs/security.md)."""
+    limits = loaded.config.limits
+    default, scoped = provider_guards(loaded)
+    return AiohttpUpstream(default, total_timeout_s=limits.upstream_request_timeout_secs,
                            max_idle_per_host=limits.pool_max_idle_per_host,
-                           idle_timeout_s=limits.pool_idle_timeout_secs)
+                           idle_timeout_s=limits.pool_idle_timeout_secs, scoped=scoped)

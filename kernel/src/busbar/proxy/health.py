@@ -18,6 +18,7 @@ import logging
 from typing import TYPE_CHECKING
 
 import orjson
+from busbar_sdk.ssrf import SsrfBlocked
 
 from busbar.ir.model import IrMessage, IrRequest, TextBlock
 from busbar.proxy.credentials import CredentialError
@@ -25,7 +26,6 @@ from busbar.proxy.disposition import HARD_DOWN, TRANSIENT, classify, effect, par
 from busbar.proxy.egress import prepare, read_upstream_error
 from busbar.proxy.runtime import Lane
 from busbar.proxy.upstream import UpstreamError, fetch
-from busbar.security.policy import SsrfBlocked
 
 if TYPE_CHECKING:
     from busbar.proxy.gateway import Gateway
@@ -55,7 +55,8 @@ async def probe_once(gw: Gateway, lane: Lane, timeout_s: float) -> str:
     cells = gw.cells_by_lane[lane.name]
     try:
         url, headers, body = await prepare(gw, prov, lane.upstream_model, False, probe_body(lane))
-        status, resp_headers, content = await fetch(gw.upstream, "POST", url, headers, body, timeout_s)
+        status, resp_headers, content = await fetch(gw.upstream, "POST", url, headers, body, timeout_s,
+                                                   scope=prov.name)
     except (UpstreamError, TimeoutError, OSError, CredentialError, ValueError, SsrfBlocked) as e:
         cls, status, info, ra = "network", 0, None, None     # SsrfBlocked: the host now resolves to a refused address
         log.info("health probe of %s failed: %s", lane.name, str(e) or type(e).__name__)

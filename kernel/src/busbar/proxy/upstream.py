@@ -5,7 +5,8 @@ send a request and get the status and headers, read a whole body, iterate raw bo
 arrive, close early (which must close the upstream connection, case C026), and report transport
 failures as one exception type. :class:`Upstream` is that seam:
 
-- ``await up.send(method, url, headers, body) -> UpstreamResponse`` — returns at response headers;
+- ``await up.send(method, url, headers, body, scope=provider) -> UpstreamResponse`` — returns at
+  response headers; ``scope`` (the provider name, or ``None``) picks that provider's SSRF guard;
   the client's own wall-clock cap (``limits.upstream_request_timeout_secs``) covers the exchange;
   callers with a shorter budget wrap the call in ``asyncio.timeout`` (attempts: connect + headers;
   ``fetch``: the whole exchange), so a deadline always surfaces as ``TimeoutError``.
@@ -37,10 +38,11 @@ from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlencode
 
 import aiohttp
+from busbar_sdk.ssrf import HostGuard
 from yarl import URL
 
 from busbar import __version__
-from busbar.security.resolve import HostGuard, Resolver
+from busbar.security.resolve import Resolver
 
 if TYPE_CHECKING:
     import httpx
@@ -75,16 +77,17 @@ class Upstream(Protocol):
     """The client seam (see the module docstring)."""
 
     async def send(self, method: str, url: str, headers: Mapping[str, str],
-                   body: bytes = b"") -> UpstreamResponse: ...
+                   body: bytes = b"", *, scope: str | None = None) -> UpstreamResponse: ...
     async def aclose(self) -> None: ...
 
 
 async def fetch(upstream: Upstream, method: str, url: str, headers: Mapping[str, str], body: bytes,
-                timeout_s: float) -> tuple[int, Mapping[str, str], bytes]:
+                timeout_s: float, *, scope: str | None = None) -> tuple[int, Mapping[str, str], bytes]:
     """One whole exchange (health probes, token endpoints): ``(status, headers, body)`` within
-    ``timeout_s`` seconds. Raises ``UpstreamError``, ``TimeoutError``, ``SsrfBlocked``."""
+    ``timeout_s`` seconds, through ``scope``'s SSRF guard (a provider name, see :class:`AiohttpUpstream`).
+    Raises ``UpstreamError``, ``TimeoutError``, ``SsrfBlocked``."""
     async with asyncio.timeout(timeout_s):
-        resp = await upstream.send(method, url, headers, body)
+        resp = await upstream.send(method, url, headers, body, scope=scope)
         try:
             return resp.status, resp.headers, await resp.read()
         finally:
@@ -175,57 +178,81 @@ class _AiohttpResponse:
             r.close()            # unfinished: close the upstream connection (C026)
 
 
+class _GuardedPool:
+    """One SSRF guard, its keep-alive session (made on first use) and its parsed-URL cache."""
+
+    __slots__ = ("guard", "session", "urls")
+
+    def __init__(self, guard: HostGuard):
+        self.guard = guard
+        self.session: aiohttp.ClientSession | None = None
+        self.urls: dict[str, URL] = {}
+
+
 class AiohttpUpstream:
     """The production :class:`Upstream` (see the module docstring).
 
     Args:
-        guard: the SSRF :class:`HostGuard` of purpose ``provider`` (URL verdict per request, address
-            verdict per new connection).
+        guard: the SSRF :class:`HostGuard` of purpose ``provider`` with no allow-list of its own (URL
+            verdict per request, address verdict per new connection): every scope not in ``scoped``.
         total_timeout_s: ``limits.upstream_request_timeout_secs``: the wall-clock cap on one upstream
             request, connect through the last body byte (seed 001 "limits"); a stream still running
             at the cap ends with ``UpstreamError`` (relayed as the ingress dialect's in-band error).
         max_idle_per_host, idle_timeout_s: ``limits.pool_max_idle_per_host`` / ``pool_idle_timeout_secs``.
         resolver: DNS seam for tests (default: the system resolver).
-    The aiohttp session is created on first use, inside the serving event loop.
+        scoped: provider name -> that provider's own :class:`HostGuard` (its ``allow_metadata_hosts``).
+            Each distinct guard gets its own connection pool, so a connection opened under one
+            provider's exception is never reused by another provider (docs/security.md "Scope of an
+            exception").
+    The aiohttp sessions are created on first use, inside the serving event loop.
     """
 
     def __init__(self, guard: HostGuard, *, total_timeout_s: float, max_idle_per_host: int,
-                 idle_timeout_s: float, resolver: Resolver | None = None):
+                 idle_timeout_s: float, resolver: Resolver | None = None,
+                 scoped: Mapping[str, HostGuard] | None = None):
         self.guard = guard
         self._total_timeout_s = total_timeout_s
         self._pool = (max_idle_per_host, idle_timeout_s, resolver)
-        self._session: aiohttp.ClientSession | None = None
-        self._urls: dict[str, URL] = {}
+        self._default = _GuardedPool(guard)
+        by_guard: dict[int, _GuardedPool] = {}
+        self._scoped: dict[str, _GuardedPool] = {}
+        for name, g in (scoped or {}).items():
+            self._scoped[name] = by_guard.setdefault(id(g), _GuardedPool(g))
+        self._pools = [self._default, *by_guard.values()]
 
-    def _open(self) -> aiohttp.ClientSession:
+    def _open(self, pool: _GuardedPool) -> aiohttp.ClientSession:
         from busbar.security.connector import guarded_connector
 
         max_idle, idle_s, resolver = self._pool
-        connector = guarded_connector(self.guard, max_idle_per_host=max_idle, idle_timeout_s=idle_s,
+        connector = guarded_connector(pool.guard, max_idle_per_host=max_idle, idle_timeout_s=idle_s,
                                       resolver=resolver)
-        self._session = aiohttp.ClientSession(
+        pool.session = aiohttp.ClientSession(
             connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
             timeout=aiohttp.ClientTimeout(total=self._total_timeout_s, connect=CONNECT_TIMEOUT_S),
             auto_decompress=True, trust_env=False, headers={"user-agent": USER_AGENT},
             skip_auto_headers=("User-Agent", "Accept-Encoding"), raise_for_status=False,
             max_line_size=MAX_HEADER_LINE, max_field_size=MAX_HEADER_LINE, max_headers=MAX_HEADERS)
-        return self._session
+        return pool.session
 
-    def _url(self, url: str) -> URL:
-        parsed = self._urls.get(url)
+    @staticmethod
+    def _url(pool: _GuardedPool, url: str) -> URL:
+        parsed = pool.urls.get(url)
         if parsed is None:
             parsed = URL(url, encoded=True)      # dialects build encoded URLs (SigV4 signs them as is)
-            self.guard.check_url_parts(parsed.scheme, parsed.host or "", parsed.explicit_port)
-            if len(self._urls) > 4096:
-                self._urls.clear()
-            self._urls[url] = parsed
+            pool.guard.check_url_parts(parsed.scheme, parsed.host or "", parsed.explicit_port)
+            if len(pool.urls) > 4096:
+                pool.urls.clear()
+            pool.urls[url] = parsed
         return parsed
 
     async def send(self, method: str, url: str, headers: Mapping[str, str],
-                   body: bytes = b"") -> _AiohttpResponse:
-        """Send one request; returns at response headers. Raises ``UpstreamError``, ``SsrfBlocked``."""
-        session = self._session or self._open()
-        target = self._url(url)
+                   body: bytes = b"", *, scope: str | None = None) -> _AiohttpResponse:
+        """Send one request through ``scope``'s guard (a provider name; ``None`` or a provider with no
+        allow-list: the default guard); returns at response headers. Raises ``UpstreamError``,
+        ``SsrfBlocked``."""
+        pool = self._scoped.get(scope, self._default)  # type: ignore[arg-type]  # None: the default
+        session = pool.session or self._open(pool)
+        target = self._url(pool, url)
         try:
             r = await session.request(method, target, data=body or None, headers=headers,
                                       allow_redirects=False)
@@ -234,9 +261,10 @@ class AiohttpUpstream:
         return _AiohttpResponse(r)
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for pool in self._pools:
+            if pool.session is not None:
+                await pool.session.close()
+                pool.session = None
 
 
 # ------------------------------------------------------------------------------------------------ httpx
@@ -305,7 +333,7 @@ class HttpxUpstream:
         self.client = client
 
     async def send(self, method: str, url: str, headers: Mapping[str, str],
-                   body: bytes = b"") -> _HttpxResponse:
+                   body: bytes = b"", *, scope: str | None = None) -> _HttpxResponse:
         import httpx
 
         req = self.client.build_request(method, url, content=body, headers=headers)

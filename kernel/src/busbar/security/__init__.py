@@ -1,9 +1,9 @@
 """Security primitives shared by every egress path.
 
-- :mod:`busbar.security.ssrf`: the public SSRF-guard API (import from here).
-- :mod:`busbar.security.hosts`: host canonicalization and address classes (pure).
-- :mod:`busbar.security.policy`: :class:`SsrfPolicy` verdicts (pure).
-- :mod:`busbar.security.transport`: the connect-time-guarded httpx transport.
+- :mod:`busbar.security.ssrf`: the SSRF-guard API for kernel code (the pure policy is the sdk's
+  :mod:`busbar_sdk.ssrf`, shared with plugins).
+- :mod:`busbar.security.resolve`: resolve a host and check every address (the DNS seam).
+- :mod:`busbar.security.connector`: the connect-time-guarded aiohttp connector of the request path.
 
-Source: seeds 001 "security"; ORIGINAL.md §2.18; docs/security.md.
+See docs/security.md.
 """

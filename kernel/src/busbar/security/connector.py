@@ -4,7 +4,7 @@ What lives here: :class:`GuardedResolver` (an aiohttp resolver that resolves wit
 :data:`~busbar.security.resolve.Resolver`, checks every address and hands aiohttp only checked
 literals) and :func:`guarded_connector` (a keep-alive ``TCPConnector`` on it, with the idle-pool cap
 and TCP keep-alive of seeds 001 "limits"). What must not: policy decisions
-(:mod:`busbar.security.policy`) and the per-request URL verdict (the client calls
+(:mod:`busbar_sdk.ssrf`) and the per-request URL verdict (the client calls
 :meth:`HostGuard.check_url_parts` before every request; aiohttp skips the resolver for a canonical IP
 literal, so that verdict is the one that covers literals, as ``check_host`` decodes them).
 

@@ -12,7 +12,7 @@ What it guarantees (seeds 003 "The wire, precisely"; handout C032, C035):
 * SSRF: ``settings.url`` is checked at open and at every configure (loopback allowed; RFC 1918,
   unique-local, CGNAT, link-local and cloud-metadata refused; remote must be ``https://``) and
   every address the host resolves to is checked again at connect time, where the connection goes
-  to the checked literal (:mod:`busbar_webrequest_hook._ssrf`). Redirects are never followed;
+  to the checked literal (the sdk's policy, :mod:`busbar_sdk.ssrf`; :mod:`busbar_webrequest_hook._connect`). Redirects are never followed;
   environment proxies are ignored.
 * Bounded: one keep-alive pool (``max_connections``), a wall-clock ``timeout_ms`` per message, a
   reply capped at ``max_reply_bytes`` before it is read and ``max_reply_depth`` before it is parsed.
@@ -52,14 +52,15 @@ import httpcore
 import httpx
 import orjson
 from busbar_sdk import HookPlugin, PayloadError, PluginExport, hookimpl
+from busbar_sdk.ssrf import SsrfBlocked, redact_url
 
 from busbar_webrequest_hook._aio import LoopSessions
 from busbar_webrequest_hook._aio import exchange as aexchange
+from busbar_webrequest_hook._connect import GuardedBackend
 from busbar_webrequest_hook._errors import ReplyBuffer, WebRequestError, check_head, short
 from busbar_webrequest_hook._metrics import Metrics
 from busbar_webrequest_hook._reply import ReplyError, parse_reply
 from busbar_webrequest_hook._settings import SETTINGS_SCHEMA, Settings, SettingsError, parse_settings
-from busbar_webrequest_hook._ssrf import GuardedBackend, SsrfBlocked, redact_url
 
 __all__ = ["SETTINGS_SCHEMA", "WebRequestError", "WebRequestHook", "plugin"]
 
@@ -86,7 +87,7 @@ class _Conn:
             # Fail closed: never hand out an unguarded pool if httpx/httpcore internals moved.
             raise RuntimeError(f"cannot install the SSRF guard into httpx {httpx.__version__} / httpcore "
                                f"{httpcore.__version__}")
-        pool._network_backend = GuardedBackend(pool._network_backend, settings.allow)
+        pool._network_backend = GuardedBackend(pool._network_backend, settings.guard)
         headers = {"content-type": "application/json", "accept": "application/json",
                    "accept-encoding": "identity", "user-agent": _USER_AGENT, **settings.headers}
         self.client = httpx.Client(transport=transport, trust_env=False, follow_redirects=False,

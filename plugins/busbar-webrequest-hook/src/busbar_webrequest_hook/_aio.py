@@ -5,8 +5,8 @@ on its own event loop: no worker thread, and the gate's deadline cancels the req
 module holds that path's HTTP side; the sync path (``httpx``, for taps and management) is unchanged.
 
 * :class:`GuardedResolver`: aiohttp resolves every new connection's host through it: the name is
-  resolved (``_ssrf.RESOLVER``, off the loop), every address is checked
-  (``_ssrf.check_resolved``, the sync guard's own verdict) and only the checked literals are
+  resolved (``_connect.RESOLVER``, off the loop), every address is checked by the settings'
+  ``HostGuard`` (the sdk's policy, the sync path's own verdict) and only the checked literals are
   returned, so the connection goes to an address that passed. An IP-literal URL is not resolved
   (aiohttp connects to it as is); it passed the same check at open/configure.
 * :class:`LoopSessions`: one ``aiohttp.ClientSession`` per event loop per settings generation
@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
+from busbar_sdk.ssrf import HostGuard, SsrfBlocked
 from yarl import URL
 
-from busbar_webrequest_hook import _ssrf
+from busbar_webrequest_hook import _connect
 from busbar_webrequest_hook._errors import ReplyBuffer, WebRequestError, check_head, short
-from busbar_webrequest_hook._ssrf import HostSet, SsrfBlocked, canonical_host, check_resolved
 
 if TYPE_CHECKING:
     from busbar_webrequest_hook._settings import Settings
@@ -42,20 +42,12 @@ __all__ = ["GuardedResolver", "LoopSessions", "exchange"]
 class GuardedResolver(AbstractResolver):
     """aiohttp resolver that returns only addresses the SSRF guard passed (raises ``SsrfBlocked``)."""
 
-    def __init__(self, allow: HostSet, purpose: str = "settings.url") -> None:
-        self._allow = allow
-        self._purpose = purpose
+    def __init__(self, guard: HostGuard) -> None:
+        self._guard = guard
 
     async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[ResolveResult]:
-        try:
-            canon = canonical_host(host)
-        except ValueError as e:
-            raise SsrfBlocked(f"{self._purpose}: invalid host: {e}") from None
-        if isinstance(canon, str):
-            addresses = await asyncio.get_running_loop().run_in_executor(None, _ssrf.RESOLVER, canon, port)
-        else:
-            addresses = [canon]
-        checked = check_resolved(host, addresses, purpose=self._purpose, allow=self._allow)
+        addresses = await asyncio.get_running_loop().run_in_executor(None, _connect.resolve, host, port)
+        checked = self._guard.check_addresses(host, addresses)
         if not checked:
             raise OSError(f"{host} resolved to no addresses")
         return [ResolveResult(hostname=host, host=str(ip), port=port,
@@ -84,7 +76,7 @@ class LoopSessions:
         if session is None or session.closed:
             s = self._settings
             connector = aiohttp.TCPConnector(limit=s.max_connections, keepalive_timeout=s.keepalive_s,
-                                             resolver=GuardedResolver(s.allow), ssl=self._ssl)
+                                             resolver=GuardedResolver(s.guard), ssl=self._ssl)
             session = aiohttp.ClientSession(connector=connector, headers=self._headers, trust_env=False,
                                             auto_decompress=False, skip_auto_headers=("User-Agent",),
                                             timeout=aiohttp.ClientTimeout(total=s.timeout_s))

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from busbar_webrequest_hook._ssrf import HostSet, SsrfBlocked, check_url, redact_url
+from busbar_sdk.ssrf import HostGuard, SsrfBlocked, parse_host_or_network, redact_url
+
+from busbar_webrequest_hook._connect import settings_guard
 
 __all__ = ["FORWARDER_KEYS", "SETTINGS_SCHEMA", "Settings", "SettingsError", "parse_settings"]
 
@@ -42,7 +44,7 @@ class Settings:
     keepalive_s: float = 30.0
     headers: dict[str, str] = field(default_factory=dict)
     ca_file: str | None = None
-    allow: HostSet = field(default_factory=lambda: HostSet(frozenset(), frozenset(), ()))
+    guard: HostGuard = field(default_factory=settings_guard)
     raw: dict[str, Any] = field(default_factory=dict)
 
     def redacted(self) -> dict[str, Any]:
@@ -84,16 +86,19 @@ def parse_settings(raw: Any) -> Settings:
     allow_list = raw.get("allow_hosts", [])
     if not isinstance(allow_list, list) or not all(isinstance(e, str) for e in allow_list):
         raise SettingsError("settings.allow_hosts must be a list of host names, IP addresses or CIDRs")
-    try:
-        allow = HostSet.parse(allow_list, "settings.allow_hosts")
-    except ValueError as e:
-        raise SettingsError(str(e)) from None
+    for entry in allow_list:
+        try:
+            parse_host_or_network(entry)
+        except ValueError as e:
+            raise SettingsError(f"settings.allow_hosts: {entry!r} is not a host name, IP address or CIDR "
+                                f"({e})") from None
+    guard = settings_guard(allow_list)
     url = raw.get("url")
     if not isinstance(url, str) or not url:
         raise SettingsError('settings.url is required: the sidecar endpoint, e.g. "https://sidecar.internal/hook" '
                             'or "http://127.0.0.1:8787/"')
     try:
-        check_url(url, purpose="settings.url", allow=allow)
+        guard.check_url(url)
     except SsrfBlocked as e:
         raise SettingsError(e.reason) from None
     headers = raw.get("headers", {})
@@ -124,6 +129,6 @@ def parse_settings(raw: Any) -> Settings:
         keepalive_s=_num(raw, "keepalive_s", 30.0, 1.0, 600.0),
         headers=dict(headers),
         ca_file=ca_file,
-        allow=allow,
+        guard=guard,
         raw=dict(raw),
     )

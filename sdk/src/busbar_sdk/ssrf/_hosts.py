@@ -2,8 +2,8 @@
 
 What lives here: the pure functions that turn any spelling of a host into ONE comparable form
 (:func:`canonical_host`) and put an IP address into ONE class (:func:`address_class`). No policy, no
-I/O, no DNS: the policy is :mod:`busbar.security.ssrf`, connect-time resolution is
-:mod:`busbar.security.transport`.
+I/O, no DNS: the verdicts are :mod:`busbar_sdk.ssrf._policy`; connect-time resolution belongs to each
+HTTP client (the kernel's aiohttp connector, the webrequest forwarder's backends).
 
 Canonicalization mirrors what the connecting stack (httpx -> httpcore -> ``getaddrinfo``) and the WHATWG
 URL parser would do with the same string, erring on the side of *decoding more*, so an obfuscated
@@ -24,8 +24,7 @@ spelling                        canonical form
 ``bücher.de``                   ``'xn--bcher-kva.de'`` (IDNA A-label)
 ==============================  ============================================
 
-Source: seeds 001 "security" (obfuscation-aware canonicalization), "Startup validation summary"
-(base_url SSRF: decimal-int, hex, octal, IPv4-mapped IPv6); ORIGINAL.md §2.18.
+See docs/security.md "SSRF guard" (obfuscation-aware canonicalization).
 """
 from __future__ import annotations
 
@@ -79,7 +78,6 @@ def canonical_host(host: str) -> CanonicalHost:
             IDNA, or it ends in a number (``1.2.3.999``) but is not a valid IPv4 address. The guard
             treats all of these as refusals, never as "no match".
 
-    Source: seeds 001 "security"; ORIGINAL.md §2.18.
     """
     if not isinstance(host, str):
         raise TypeError(f"host must be str, not {type(host).__name__}")

@@ -1,11 +1,11 @@
-"""SsrfPolicy verdicts: seeds 001 "security", "providers" (base_url), "observability", "Startup validation
-summary" (base_url SSRF / plaintext, busbar-webrequest SSRF-blocked); handout C032 (a), (b)."""
+"""busbar_sdk.ssrf.SsrfPolicy verdicts (docs/security.md "SSRF guard"): provider base_url, sidecar /
+webhook / OTLP URLs, deny and allow lists, connect-time address checks; case C032 (a), (b)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
-from busbar.security.ssrf import BUILTIN_METADATA_HOSTS, SsrfBlocked, SsrfPolicy
+from busbar_sdk.ssrf import BUILTIN_METADATA_HOSTS, SsrfBlocked, SsrfPolicy
 
 PLAINTEXT = ("base_url uses http:// with a public host: plain HTTP would expose the API key on the wire; "
              "use https://")

@@ -1,4 +1,4 @@
-"""Host canonicalization (obfuscation-aware) and address classes: seeds 001 "security"; ORIGINAL.md §2.18."""
+"""busbar_sdk.ssrf: host canonicalization (obfuscation-aware) and address classes (docs/security.md)."""
 from __future__ import annotations
 
 import ipaddress
@@ -6,8 +6,7 @@ from ipaddress import IPv4Address as V4
 from ipaddress import IPv6Address as V6
 
 import pytest
-from busbar.security.hosts import address_class, canonical_host, parse_host_or_network
-from busbar.security.ssrf import SsrfBlocked, SsrfPolicy
+from busbar_sdk.ssrf import SsrfBlocked, SsrfPolicy, address_class, canonical_host, parse_host_or_network
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -1,12 +1,9 @@
 """The SSRF policy: the metadata denylist, :class:`SsrfPolicy` and :class:`SsrfBlocked`.
 
 What lives here: config-time URL verdicts (:meth:`SsrfPolicy.check_url`) and connect-time address
-verdicts (:meth:`SsrfPolicy.check_resolved`). No I/O, no DNS, no HTTP client: the transport that calls
-``check_resolved`` is :mod:`busbar.security.transport`; import the public API from
-:mod:`busbar.security.ssrf`.
-
-Source: seeds 001 "security", "providers" (base_url, allow_metadata_hosts), "observability",
-"Startup validation summary"; ORIGINAL.md §2.18; handout case C032.
+verdicts (:meth:`SsrfPolicy.check_resolved`). No I/O, no DNS, no HTTP client: the clients that call
+``check_resolved`` live with their transports; import the public API from :mod:`busbar_sdk.ssrf`.
+See docs/security.md "SSRF guard".
 """
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from busbar.security.hosts import (
+from busbar_sdk.ssrf._hosts import (
     CanonicalHost,
     IPAddress,
     Network,
@@ -32,7 +29,7 @@ from busbar.security.hosts import (
 
 __all__ = ["BUILTIN_METADATA_HOSTS", "SsrfBlocked", "SsrfPolicy"]
 
-#: The hardcoded cloud-metadata denylist (seeds 001 "security"; ORIGINAL.md §2.18). IP entries and
+#: The hardcoded cloud-metadata denylist (docs/security.md). IP entries and
 #: CIDRs match every spelling :func:`canonical_host` folds onto them; names match case-insensitively
 #: with or without a trailing dot.
 BUILTIN_METADATA_HOSTS: tuple[str, ...] = (
@@ -135,8 +132,8 @@ _EMPTY = _HostSet(frozenset(), frozenset(), ())
 
 
 @functools.lru_cache(maxsize=256)
-def _provider_set(entries: tuple[str, ...]) -> _HostSet:
-    return _HostSet.parse(entries, "allow_metadata_hosts") if entries else _EMPTY
+def _provider_set(entries: tuple[str, ...], field: str) -> _HostSet:
+    return _HostSet.parse(entries, field) if entries else _EMPTY
 
 
 def _shown(raw: str, host: CanonicalHost) -> str:
@@ -154,14 +151,17 @@ class SsrfPolicy:
             egress path.
         allow_all_metadata: ``security.allow_all_metadata``: lifts the metadata denylist entirely
             (development only; :meth:`startup_warnings` reports it).
+        allow_key: the name of the caller's own allow-list key, used in refusal hints and in
+            the error for a bad ``provider_allow`` entry (``allow_metadata_hosts`` for the kernel's
+            providers, ``allow_hosts`` for the webrequest forwarder's ``settings``).
 
     Raises:
         ValueError: an entry is neither a host name, an IP literal nor a CIDR (every bad entry named).
 
-    Precedence (seeds 001 "security"): a host is blocked iff it is in (hardcoded ∪ blocked_metadata_hosts)
+    Precedence (docs/security.md): a host is blocked iff it is in (hardcoded ∪ blocked_metadata_hosts)
     and not in (security.allow_metadata_hosts ∪ the provider's allow_metadata_hosts) and not
     allow_all_metadata. Allow always wins. An allow-list entry is also the one documented exception to the
-    address-class rules below (handout C032): a listed host may be private, link-local or use http://.
+    address-class rules below: a listed host may be private, link-local or use http://.
 
     Address classes, by ``allow_private``:
 
@@ -185,7 +185,9 @@ class SsrfPolicy:
     """
 
     def __init__(self, blocked_metadata_hosts: Iterable[str] = (),
-                 allow_metadata_hosts: Iterable[str] = (), allow_all_metadata: bool = False):
+                 allow_metadata_hosts: Iterable[str] = (), allow_all_metadata: bool = False,
+                 allow_key: str = "allow_metadata_hosts"):
+        self.allow_key = allow_key
         self.blocked_metadata_hosts = _as_tuple(blocked_metadata_hosts)
         self.allow_metadata_hosts = _as_tuple(allow_metadata_hosts)
         self.allow_all_metadata = bool(allow_all_metadata)
@@ -224,7 +226,7 @@ class SsrfPolicy:
                 f"allow_all_metadata={self.allow_all_metadata!r})")
 
     def startup_warnings(self) -> list[str]:
-        """One line per unsafe switch, for the boot log (seeds 001 "security": allow_all_metadata WARNs)."""
+        """One line per unsafe switch, for the boot log (``allow_all_metadata`` warns)."""
         if self.allow_all_metadata:
             return ["security.allow_all_metadata is true: the cloud-metadata SSRF denylist is disabled "
                     "for every provider; development use only"]
@@ -253,15 +255,14 @@ class SsrfPolicy:
         h = canonical_host(host) if isinstance(host, str) else host
         if self.allow_all_metadata or not self._deny.matches(h):
             return False
-        return not self._allowed(h, _provider_set(_as_tuple(provider_allow)))
+        return not self._allowed(h, _provider_set(_as_tuple(provider_allow), self.allow_key))
 
     def _allowed(self, host: CanonicalHost, provider: _HostSet) -> bool:
         return self._allow.matches(host) or provider.matches(host)
 
-    @staticmethod
-    def _provider(provider_allow: Sequence[str] | None, purpose: str) -> _HostSet:
+    def _provider(self, provider_allow: Sequence[str] | None, purpose: str) -> _HostSet:
         try:
-            return _provider_set(_as_tuple(provider_allow))
+            return _provider_set(_as_tuple(provider_allow), self.allow_key)
         except ValueError as e:
             raise SsrfBlocked(f"{purpose}: {e}") from None
 
@@ -278,7 +279,7 @@ class SsrfPolicy:
             allow_private: True for provider upstreams (local models on private/loopback IPs); False for
                 hook sidecars, webhooks and OTLP (loopback only).
             require_https_public: refuse http:// to anything but loopback (and, with ``allow_private``,
-                literal private IPs). True everywhere the seeds speak.
+                literal private IPs). True for every configured egress URL.
             require_https: refuse http:// everywhere, loopback included
                 (``observability.request_log_webhook_url``: "Must be https://").
 
@@ -287,7 +288,6 @@ class SsrfPolicy:
                 ``<purpose> uses http:// with a public host: plain HTTP would expose the API key on the
                 wire; use https://``.
 
-        Source: seeds 001 "providers" (base_url), "observability", "Startup validation summary".
         """
         if not isinstance(url, str) or not url:
             raise SsrfBlocked(f"{purpose}: empty URL")
@@ -356,7 +356,7 @@ class SsrfPolicy:
                 allowed = True  # "every cloud-metadata endpoint becomes reachable"
             else:
                 raise SsrfBlocked(f"{purpose}: {shown} is a cloud-metadata endpoint; refused by the SSRF "
-                                  f"guard (list it in allow_metadata_hosts only if this is deliberate)")
+                                  f"guard (list it in {self.allow_key} only if this is deliberate)")
         if isinstance(h, str):
             cls = "loopback" if is_localhost_name(h) else "name"
         else:
@@ -393,7 +393,6 @@ class SsrfPolicy:
             SsrfBlocked: one address is refused (a mixed answer is refused whole: it is how rebinding
                 attacks look), naming the host and the address.
 
-        Source: handout case C032 (c); ORIGINAL.md §2.18 (every resolved address checked).
         """
         try:
             h = canonical_host(host)
@@ -434,8 +433,8 @@ class SsrfPolicy:
                             f"{purpose}: {where}, {_CLASS_TEXT.get(cls, 'a public address')}; refused at "
                             f"connect time (DNS rebinding guard: "
                             + ("a localhost name must resolve to loopback only)" if is_localhost_name(h)
-                               else "a DNS name must resolve to public addresses unless it is listed in "
-                                    "allow_metadata_hosts)"))
+                               else f"a DNS name must resolve to public addresses unless it is listed in "
+                                    f"{self.allow_key})"))
                 elif cls == "link-local" or (not allow_private and cls in ("private", "cgnat")):
                     raise SsrfBlocked(f"{purpose}: {where} is {_CLASS_TEXT[cls]}; refused at connect time")
             out.append(ip)
