@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from busbar_sdk._errors import ArtifactError
 from busbar_sdk._semver import parse_semver
 from busbar_sdk._versions import KINDS, SUPPORTED_ABI_VERSIONS, Kind
+from busbar_sdk.settings_schema import settings_rules
 
 __all__ = [
     "MANIFEST_MAX_BYTES",
@@ -145,6 +146,7 @@ class Manifest(BaseModel):
             raise ValueError("must be a JSON Schema object")  # noqa: TRY004 - pydantic validators raise ValueError
         if "$schema" in doc and doc["$schema"] != _SCHEMA_DIALECT:
             raise ValueError(f"$schema must be {_SCHEMA_DIALECT!r}")
+        settings_rules(doc)            # the Busbar keywords (x-busbar-egress-url, ...) used as documented
         return v
 
     def supports_abi(self, supported: Mapping[str, tuple[int, int]] = SUPPORTED_ABI_VERSIONS) -> bool:

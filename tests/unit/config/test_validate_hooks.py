@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 from busbar.config.errors import ConfigError
@@ -79,31 +80,61 @@ def test_prompt_rw_on_a_tap() -> None:
         "gate"]
 
 
+WEBREQUEST_SCHEMA = (Path(__file__).resolve().parents[3] / "plugins" / "busbar-webrequest-hook" / "src"
+                     / "busbar_webrequest_hook" / "settings_schema.json").read_text()
+
+
+class SchemaCatalog(Catalog):
+    """A catalog that also serves manifest settings schemas (name and alias of one plugin)."""
+
+    def __init__(self, **kinds: str):
+        super().__init__(**kinds)
+        self.schemas = {"busbar-webrequest-hook": WEBREQUEST_SCHEMA, "busbar-webrequest": WEBREQUEST_SCHEMA}
+
+    def settings_schema_of(self, name: str) -> str | None:
+        return self.schemas.get(name)
+
+
+WEBREQUEST = SchemaCatalog(busbar_webrequest_hook="hook", busbar_webrequest="hook", audit="hook")
+
+
 @pytest.mark.parametrize("url, reason", [
     ("https://10.0.0.5/rank", "10.0.0.5 is a private (RFC 1918 / unique-local) address; refused by the SSRF "
                               "guard (only loopback or public https:// endpoints are allowed here)"),
     ("https://100.64.0.9/rank", "100.64.0.9 is a carrier-grade NAT (100.64.0.0/10) address; refused by the SSRF "
                                 "guard (only loopback or public https:// endpoints are allowed here)"),
     ("https://169.254.10.10/rank", "169.254.10.10 is a cloud-metadata endpoint; refused by the SSRF guard (list "
-                                   "it in allow_metadata_hosts only if this is deliberate)"),
+                                   "it in settings.allow_hosts only if this is deliberate)"),
     ("http://router.example.com/rank", "uses http:// with a non-loopback host (router.example.com): remote "
                                        "endpoints must use https://"),
 ], ids=["rfc1918", "cgnat", "link-local-metadata", "remote-http"])
 @pytest.mark.parametrize("module", ["busbar-webrequest-hook", "busbar-webrequest"])
-def test_webrequest_settings_url_is_ssrf_guarded(module: str, url: str, reason: str) -> None:
-    assert faults(pool(f"[ {{ module: {module}, settings: {{ url: '{url}' }} }} ]")) == [
+def test_an_egress_url_setting_is_ssrf_guarded_from_the_manifest(module: str, url: str, reason: str) -> None:
+    assert faults(pool(f"[ {{ module: {module}, settings: {{ url: '{url}' }} }} ]"), plugins=WEBREQUEST) == [
         f"config.yaml: pools.p.hooks[0].settings.url: {reason}"]
 
 
-def test_webrequest_loopback_allowed_and_url_required() -> None:
+def test_loopback_allowed_required_key_and_the_instances_own_allow_list() -> None:
     load_config_text(pool("[ { module: busbar-webrequest-hook, settings: { url: 'http://127.0.0.1:8787/' } } ]"),
-                     ENV)
-    assert faults(pool("[ { module: busbar-webrequest-hook } ]")) == [
-        "config.yaml: pools.p.hooks[0].settings.url: required by busbar-webrequest-hook: the sidecar endpoint; add "
-        "settings: { url: \"https://sidecar.internal/hook\" }"]
-    assert faults(BASE + PLUGINS + "global_hooks: [ { module: busbar-webrequest, settings: { url: 'https://10.1.1.1' } } ]\n") == [
+                     ENV, plugins=WEBREQUEST)
+    load_config_text(pool("[ { module: busbar-webrequest-hook, settings: { url: 'http://10.1.1.1/',"
+                          " allow_hosts: [ 10.1.1.1 ] } } ]"), ENV, plugins=WEBREQUEST)
+    assert faults(pool("[ { module: busbar-webrequest-hook } ]"), plugins=WEBREQUEST) == [
+        "config.yaml: pools.p.hooks[0].settings.url: required by busbar-webrequest-hook (The sidecar endpoint "
+        "every message is POSTed to); add settings: { url: ... }"]
+    assert faults(BASE + PLUGINS + "global_hooks: [ { module: busbar-webrequest, settings: { url: 'https://10.1.1.1' } } ]\n",
+                  plugins=WEBREQUEST) == [
         "config.yaml: global_hooks[0].settings.url: 10.1.1.1 is a private (RFC 1918 / unique-local) address; "
         "refused by the SSRF guard (only loopback or public https:// endpoints are allowed here)"]
+
+
+def test_no_plugin_is_special_cased_by_name() -> None:
+    """Without the manifests (no catalog, or one that serves no schemas) nothing is known about a
+    plugin's settings: the kernel has no by-name rule for the forwarder."""
+    text = pool("[ { module: busbar-webrequest-hook, settings: { url: 'https://10.0.0.5/rank' } } ]")
+    load_config_text(text, ENV)
+    load_config_text(text, ENV, plugins=Catalog(busbar_webrequest_hook="hook"))
+    assert len(faults(text, plugins=WEBREQUEST)) == 1
 
 
 def test_on_error_chain_must_terminate() -> None:

@@ -78,16 +78,18 @@ class _Needs:
 
 
 class _Manifest:
-    def __init__(self, prompt: str, user: str):
+    def __init__(self, prompt: str, user: str, settings_schema: str | None = None):
         self.needs = _Needs(prompt, user)
+        self.settings_schema = settings_schema
 
 
 class FakePlugin:
     kind = "hook"
 
-    def __init__(self, name: str, fn: HookFn, needs: tuple[str, str] = ("rw", "ro"), kind: str = "hook"):
+    def __init__(self, name: str, fn: HookFn, needs: tuple[str, str] = ("rw", "ro"), kind: str = "hook",
+                 settings_schema: str | None = None):
         self.name, self.fn, self.kind = name, fn, kind
-        self.manifest = _Manifest(*needs)
+        self.manifest = _Manifest(*needs, settings_schema)
         self.seen: list[dict[str, Any]] = []
         self.mgmt_seen: list[dict[str, Any]] = []
         self.mgmt: HookFn | None = None

@@ -5,12 +5,17 @@ seeds 003 "What Busbar guarantees when a hook misbehaves" (on_error chains prove
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import yaml
 from busbar.config.schema import DeploymentConfig
 from busbar.hooks import HookBootError, check
 
 from tests.unit.hooks.conftest import FakePlugin, FakePlugins
+
+REPO = Path(__file__).resolve().parents[3]
 
 BASE = """
 plugins: { enabled: true, dir: plugins }
@@ -25,8 +30,20 @@ def cfg(text: str, enabled: bool = True) -> DeploymentConfig:
     return DeploymentConfig.model_validate(raw)
 
 
+#: The first-party forwarder's real settings schema (it marks settings.url x-busbar-egress-url and
+#: settings.allow_hosts x-busbar-egress-allow): the kernel checks it through the manifest, not by name.
+WEBREQUEST_SCHEMA = (REPO / "plugins" / "busbar-webrequest-hook" / "src" / "busbar_webrequest_hook"
+                     / "settings_schema.json").read_text()
+#: Any other plugin declaring the same keywords gets the same checks.
+ACME_SCHEMA = json.dumps({"type": "object", "required": ["endpoint"], "properties": {
+    "endpoint": {"type": "string", "x-busbar-egress-url": True, "description": "Where decisions are sent. More."},
+    "exceptions": {"type": "array", "items": {"type": "string"}, "x-busbar-egress-allow": True},
+    "mirror": {"type": "string", "x-busbar-egress-url": True}}})
 PLUGINS = FakePlugins({"g": FakePlugin("g", lambda p, s: {}), "t": FakePlugin("t", lambda p, s: {}),
-                       "busbar-webrequest-hook": FakePlugin("busbar-webrequest-hook", lambda p, s: {}),
+                       "busbar-webrequest-hook": FakePlugin("busbar-webrequest-hook", lambda p, s: {},
+                                                            settings_schema=WEBREQUEST_SCHEMA),
+                       "acme-forwarder": FakePlugin("acme-forwarder", lambda p, s: {}, settings_schema=ACME_SCHEMA),
+                       "plain": FakePlugin("plain", lambda p, s: {}),
                        "vault": FakePlugin("vault", lambda p, s: {}, kind="secret")})
 
 
@@ -67,8 +84,8 @@ PLUGINS = FakePlugins({"g": FakePlugin("g", lambda p, s: {}), "t": FakePlugin("t
     (("pools: { p: { hooks: [ { module: busbar-webrequest-hook, settings: { url: 'http://10.0.0.5/rank' } } ], "
      "members: [ { model: big } ] } }"), None),
     ("pools: { p: { hooks: [ { module: busbar-webrequest-hook } ], members: [ { model: big } ] } }",
-     [("config.yaml: pools.p.hooks[0].settings.url: required by busbar-webrequest-hook: the sidecar endpoint; add "
-      "settings: { url: \"https://sidecar.internal/hook\" }")]),
+     [("config.yaml: pools.p.hooks[0].settings.url: required by busbar-webrequest-hook (The sidecar endpoint every "
+       "message is POSTed to); add settings: { url: ... }")]),
 ], ids=["unloaded", "wrong-kind", "strategies", "bare-global", "rw-tap", "bad-on-error", "unknown-fallback",
         "tap-fallback", "cycle", "ssrf", "no-url"])
 def test_boot_faults(text, faults):
@@ -93,6 +110,42 @@ def test_blocked_sidecar_urls(url):
     (line,) = check(cfg(f"pools: {{ p: {{ hooks: [ {{ module: busbar-webrequest-hook, settings: {{ url: '{url}' }} "
                         f"}} ], members: [ {{ model: big }} ] }} }}"), PLUGINS)
     assert line.startswith("config.yaml: pools.p.hooks[0].settings.url: ")
+
+
+def _hook(module: str, settings: str) -> DeploymentConfig:
+    return cfg(f"pools: {{ p: {{ hooks: [ {{ module: {module}, settings: {settings} }} ], "
+               f"members: [ {{ model: big }} ] }} }}")
+
+
+def test_any_plugin_is_judged_by_its_manifest_schema_not_by_name():
+    assert check(_hook("acme-forwarder", "{}"), PLUGINS) == [
+        "config.yaml: pools.p.hooks[0].settings.endpoint: required by acme-forwarder (Where decisions are sent); "
+        "add settings: { endpoint: ... }"]
+    assert check(_hook("acme-forwarder", "{ endpoint: 'https://10.0.0.5/x', mirror: 'http://169.254.169.254/' }"),
+                 PLUGINS) == [
+        "config.yaml: pools.p.hooks[0].settings.endpoint: 10.0.0.5 is a private (RFC 1918 / unique-local) address; "
+        "refused by the SSRF guard (only loopback or public https:// endpoints are allowed here)",
+        "config.yaml: pools.p.hooks[0].settings.mirror: 169.254.169.254 is a cloud-metadata endpoint; refused by "
+        "the SSRF guard (list it in settings.exceptions only if this is deliberate)"]
+    assert check(_hook("acme-forwarder", "{ endpoint: 42 }"), PLUGINS) == [
+        "config.yaml: pools.p.hooks[0].settings.endpoint: must be a URL string, found 42"]
+    # no schema keywords: nothing checked, whatever the settings hold
+    assert check(_hook("plain", "{ url: 'http://169.254.169.254/' }"), PLUGINS) == []
+
+
+def test_the_instances_own_allow_list_is_its_only_exception():
+    ok = "{ endpoint: 'http://10.0.0.5/x', exceptions: [ '10.0.0.5' ] }"
+    assert check(_hook("acme-forwarder", ok), PLUGINS) == []
+    assert check(_hook("busbar-webrequest-hook", "{ url: 'http://10.0.0.5/x', allow_hosts: [ '10.0.0.0/8' ] }"),
+                 PLUGINS) == []
+    # another instance (and every provider) without the list is still refused
+    text = ("pools: { p: { hooks: [ { module: acme-forwarder, settings: " + ok + " }, "
+            "{ module: busbar-webrequest-hook, settings: { url: 'http://10.0.0.5/y' } } ], members: [ { model: big } ] } }")
+    assert check(cfg(text), PLUGINS) == [
+        "config.yaml: pools.p.hooks[1].settings.url: 10.0.0.5 is a private (RFC 1918 / unique-local) address; "
+        "refused by the SSRF guard (only loopback or public https:// endpoints are allowed here)"]
+    assert check(_hook("acme-forwarder", "{ endpoint: 'http://127.0.0.1/x', exceptions: 'all' }"), PLUGINS) == [
+        "config.yaml: pools.p.hooks[0].settings.exceptions: must be a list of host names, IP addresses or CIDRs"]
 
 
 def test_plugins_disabled_and_no_plugin_set():

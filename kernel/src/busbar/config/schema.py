@@ -50,7 +50,6 @@ from busbar.config.schema_base import (
     ON_ERROR_TERMINALS,
     PROTOCOLS,
     STRATEGIES,
-    WEBREQUEST_MODULES,
     WINDOWS,
     EnvRef,
     FileRef,
@@ -85,7 +84,7 @@ from busbar.config.schema_providers import CatalogProvider, DeploymentProvider, 
 
 __all__ = [
     "ADMIN_SCOPES", "AUTH_STYLES", "DISPOSITION_CLASSES", "ON_ERROR_TERMINALS", "PROTOCOLS",
-    "STRATEGIES", "WEBREQUEST_MODULES", "WINDOWS",
+    "STRATEGIES", "WINDOWS",
     "AdvancedConfig", "AffinityConfig", "AuthConfig", "AuthEntryBody", "AuthModule", "BreakerConfig",
     "Catalog", "CatalogProvider", "ChildDefault", "DeploymentConfig", "DeploymentProvider", "EnvRef",
     "FailoverConfig", "FallbackPool", "FileRef", "GroupConfig", "GroupLimit", "HealthConfig",

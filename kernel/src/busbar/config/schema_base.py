@@ -29,9 +29,6 @@ STRATEGIES = ("weighted", "cheapest", "fastest", "least_busy", "usage")
 ON_ERROR_TERMINALS = ("nothing", "weighted", "first", "reject")
 ADMIN_SCOPES = ("read-only", "hooks-register", "mint", "full")
 WINDOWS = ("minute", "hour", "day", "month", "total")
-#: First-party forwarder plugin names (seed 001 spells it ``busbar-webrequest``, seeds 000/003
-#: ``busbar-webrequest-hook``: name and alias of one plugin). Its ``settings.url`` is SSRF-checked.
-WEBREQUEST_MODULES = ("busbar-webrequest-hook", "busbar-webrequest")
 BUILTIN_CHAIN_MODULE = "keys"
 BUILTIN_ADMIN_MODULE = "admin-tokens"
 

@@ -159,8 +159,9 @@ class HookRef(Strict):
     module: str
     """Manifest name or alias of a loaded kind: hook plugin (e.g. busbar-webrequest-hook)."""
     settings: dict[str, Any] = Field(default_factory=dict)
-    """The plugin's own opaque config (pushed via configure). busbar-webrequest-hook: settings.url,
-    SSRF-guarded (loopback allowed; remote must be https://)."""
+    """The plugin's own opaque config (pushed via configure). Keys its manifest settings schema marks
+    are checked at boot: required keys, and x-busbar-egress-url URLs SSRF-guarded (loopback allowed;
+    remote must be https://)."""
     kind: Literal["tap", "gate"] | None = None
     """gate = fire-and-wait decision; tap = fire-and-forget observation. Unset: gate in a pool list,
     tap in global_hooks."""

@@ -16,7 +16,8 @@ module                      rows of seeds 001 "Startup validation summary"
                             affinity, fallback-pool unknown / self / cycle, heterogeneous warning
 ``validate_hooks``          one ordering strategy, bare name not a strategy, hook subsystem
                             disabled, unknown hook module (with a plugin catalog), prompt: rw on
-                            a tap, webrequest settings.url SSRF, on_error chains terminate
+                            a tap, settings per the manifest schema (egress URL SSRF), on_error
+                            chains terminate
 ``validate_groups``         group tree (missing parent stub, cycle path, depth > 8), malformed
                             limits, pool scope / downgrade, rate_card incomplete (stub)
 ``validate_auth``           chain / admin_auth modules, role_bindings, blank admin token, exposed
@@ -27,11 +28,12 @@ module                      rows of seeds 001 "Startup validation summary"
 ==========================  =====================================================================
 
 Zero side effects: no socket, no write, no plugin imported; secret files are read through
-``read_file``. Every configured egress URL (provider ``base_url`` / ``token_url``, the webrequest hook's
-``settings.url``, ``observability.otlp_url`` / ``request_log_webhook_url``) is judged by the one SSRF
-guard, ``busbar_sdk.ssrf.SsrfPolicy.check_url`` (:meth:`Context.url`). Rows that need the plugin
-loader (artifact validity, name conflicts, "does this module resolve to a loadable kind: X plugin")
-run only when a ``plugins`` catalog is passed; without one the checks stop at "is plugins.enabled on".
+``read_file``. Every configured egress URL (provider ``base_url`` / ``token_url``, a hook plugin's
+``x-busbar-egress-url`` settings, ``observability.otlp_url`` / ``request_log_webhook_url``) is judged by
+the one SSRF guard, ``busbar_sdk.ssrf.SsrfPolicy.check_url`` (:meth:`Context.url`). Rows that need the
+plugin loader (artifact validity, name conflicts, "does this module resolve to a loadable kind: X
+plugin") run only when a ``plugins`` catalog is passed; without one the checks stop at "is
+plugins.enabled on".
 
 Source: seeds 001 "Startup validation summary", every section it refers to; seeds 003 "What Busbar
 guarantees when a hook misbehaves"; handout case C032 (one SSRF guard for every egress URL).
@@ -60,6 +62,10 @@ class PluginCatalog(Protocol):
 
     Optional ``names_of(name) -> set[str]``: every name (manifest name and aliases) of the plugin that
     answers to ``name``; lets a role binding sit under a plugin's own name when the chain uses an alias.
+
+    Optional ``settings_schema_of(name) -> str | None``: the plugin's manifest ``settings_schema``;
+    lets validation judge an instance's ``settings:`` by the rules the schema declares (required keys,
+    ``x-busbar-egress-url`` URLs through the SSRF guard; ``busbar_sdk.settings_schema``).
     """
 
     def kind_of(self, name: str) -> str | None: ...

@@ -2,9 +2,10 @@
 
 Rows (seeds 001 "Startup validation summary"): Pool hooks: names more than one ordering strategy; bare
 name not a built-in strategy; Hook plugin subsystem disabled; Unknown hook module (only with the
-loader's plugin catalog); Hook busbar-webrequest SSRF-blocked (settings.url: loopback allowed,
-RFC-1918 / CGNAT / link-local / metadata refused, remote must be https://); prompt: rw on a kind: tap
-hook. Seeds 003 "What Busbar guarantees when a hook misbehaves": an ``on_error: { hook: <name> }``
+loader's plugin catalog); a plugin's settings against what its manifest settings schema declares
+(with a catalog that serves ``settings_schema_of``: ``required`` keys, ``x-busbar-egress-url`` URLs
+through the SSRF guard: loopback allowed, RFC-1918 / CGNAT / link-local / metadata refused, remote must
+be https://; docs/plugin-format.md "Settings schema keywords"); prompt: rw on a kind: tap hook. Seeds 003 "What Busbar guarantees when a hook misbehaves": an ``on_error: { hook: <name> }``
 chain must terminate: an unknown name, a tap, or a cycle is a startup error (the path is printed).
 
 Naming: an inline instance answers to its ``module`` (manifest name or alias). A ``{ hook: X }``
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from busbar.config.schema_base import ON_ERROR_TERMINALS, STRATEGIES, WEBREQUEST_MODULES
+from busbar.config.schema_base import ON_ERROR_TERMINALS, STRATEGIES
 from busbar.config.schema_pools import HookRef, OnErrorHook
 
 _TERMINALS = set(ON_ERROR_TERMINALS) | set(STRATEGIES)
@@ -37,15 +38,22 @@ def _ref(ctx: Any, path: str, ref: HookRef, *, in_global: bool) -> None:
         ctx.err(f"{path}.on_error", f"'{ref.on_error}' is not an on_error value; use nothing, weighted, "
                                     f"first, reject, a strategy name, or {{ hook: {ref.on_error} }} "
                                     f"for a named fallback")
-    if ref.module in WEBREQUEST_MODULES:
-        url = ref.settings.get("url")
-        if url is None:
-            ctx.err(f"{path}.settings.url", f"required by {ref.module}: the sidecar endpoint; add "
-                                            f"settings: {{ url: \"https://sidecar.internal/hook\" }}")
-        elif not isinstance(url, str):
-            ctx.err(f"{path}.settings.url", f"must be a URL string, found {url!r}")
-        else:
-            ctx.url(url, f"{path}.settings.url", allow_private=False)
+    _settings(ctx, path, ref)
+
+
+def _settings(ctx: Any, path: str, ref: HookRef) -> None:
+    """The ref's ``settings:`` against its plugin's manifest rules, when the catalog serves them."""
+    schema_of = getattr(ctx.plugins, "settings_schema_of", None)
+    if schema_of is None or not ctx.cfg.plugins.enabled:
+        return
+    from busbar_sdk.settings_schema import settings_rules
+
+    from busbar.security.egress import settings_faults
+
+    rules = settings_rules(schema_of(ref.module))
+    if rules.required or rules.egress_urls:
+        for where, text in settings_faults(rules, ref.settings, module=ref.module, path=path, policy=ctx.policy):
+            ctx.err(where, text)
 
 
 def _chain(ctx: Any, path: str, ref: HookRef, scope: list[HookRef], global_ids: set[int]) -> None:

@@ -8,8 +8,10 @@ path (rows of seeds 001 "Startup validation summary" that need the loader):
 - ``.module``: the plugin subsystem is disabled, or the module is not a loaded ``kind: hook`` plugin
   (by manifest name or alias), or it is another kind;
 - ``.prompt``: ``rw`` on a tap;
-- ``.settings.url`` of ``busbar-webrequest-hook``: refused by the one SSRF guard (loopback allowed;
-  RFC-1918 / CGNAT / link-local / metadata refused; a remote URL must be ``https://``);
+- ``.settings.<key>``: what the plugin's manifest settings schema declares (``required`` keys; an
+  ``x-busbar-egress-url`` property refused by the one SSRF guard: loopback allowed, RFC-1918 / CGNAT /
+  link-local / metadata refused, a remote URL must be ``https://``; the instance's
+  ``x-busbar-egress-allow`` list its only exception), for any plugin (``busbar.security.egress``);
 - ``.on_error``: not a terminal, a strategy or ``{ hook: <name> }``; and every ``{ hook: <name> }``
   chain proven terminating (an unknown name, a tap, or a cycle is a fault, the path printed).
 
@@ -17,8 +19,7 @@ A ``{ hook: X }`` fallback resolves to the first ref whose ``module`` is X in sc
 scope is that pool's ``hooks:`` then ``global_hooks:``; a global's is ``global_hooks:``. The
 terminals ``nothing``/``weighted``/``first``/``reject`` and the strategy names end a chain.
 
-Source: seeds 001 "Pool hooks: ordering and gates", "Startup validation summary"; seeds 003 "What
-Busbar guarantees when a hook misbehaves"; handout C032 (one SSRF guard for every egress URL).
+See docs/hooks.md and docs/plugin-format.md "Settings schema keywords".
 """
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ from typing import Any
 from busbar.hooks.strategies import STRATEGIES
 
 TERMINALS = ("nothing", "weighted", "first", "reject")
-WEBREQUEST_MODULES = ("busbar-webrequest-hook", "busbar-webrequest")
 
 __all__ = ["TERMINALS", "check", "iter_refs", "kind_of", "resolve_fallback"]
 
@@ -92,6 +92,7 @@ def check(cfg: Any, plugins: Any, src: str = "config.yaml") -> list[str]:
 def _check_ref(cfg: Any, plugins: Any, path: str, ref: Any, in_global: bool, err: Any) -> None:
     kind = kind_of(ref, in_global=in_global)
     module = ref.module
+    plugin = None
     if not cfg.plugins.enabled:
         err(f"{path}.module", f"'{module}' is a kind: hook plugin but plugins.enabled is false; set "
                               f"plugins.enabled: true and install its tarball in plugins.dir")
@@ -109,34 +110,25 @@ def _check_ref(cfg: Any, plugins: Any, path: str, ref: Any, in_global: bool, err
     if isinstance(oe, str) and oe not in TERMINALS and oe not in STRATEGIES:
         err(f"{path}.on_error", f"'{oe}' is not an on_error value; use nothing, weighted, first, reject, a "
                                 f"strategy name, or {{ hook: {oe} }} for a named fallback")
-    if module in WEBREQUEST_MODULES:
-        _check_url(cfg, path, ref.settings.get("url"), module, err)
+    if plugin is not None and plugin.kind == "hook":
+        _check_settings(cfg, path, ref, plugin, err)
 
 
-def _check_url(cfg: Any, path: str, url: Any, module: str, err: Any) -> None:
-    from busbar.security.ssrf import SsrfBlocked, SsrfPolicy
+def _check_settings(cfg: Any, path: str, ref: Any, plugin: Any, err: Any) -> None:
+    """The instance's ``settings:`` against the rules its plugin's manifest declares."""
+    from busbar.security.egress import manifest_rules, settings_faults
+    from busbar.security.ssrf import SsrfPolicy
 
-    where = f"{path}.settings.url"
-    if url is None:
-        err(where, f"required by {module}: the sidecar endpoint; add settings: {{ url: "
-                   f"\"https://sidecar.internal/hook\" }}")
-        return
-    if not isinstance(url, str):
-        err(where, f"must be a URL string, found {url!r}")
-        return
-    sec = cfg.security
-    try:
-        policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
-        policy.check_url(url, purpose=where, allow_private=False)
-    except SsrfBlocked as e:
-        reason = e.reason
-        for sep in (": ", " "):
-            if reason.startswith(where + sep):
-                reason = reason[len(where) + len(sep):]
-                break
-        err(where, reason)
-    except ValueError as e:
-        err("security", f"{e}; use host names, IP literals or CIDRs")
+    rules = manifest_rules(getattr(plugin, "manifest", None))
+    if rules.required or rules.egress_urls:
+        sec = cfg.security
+        try:
+            policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
+        except ValueError as e:
+            err("security", f"{e}; use host names, IP literals or CIDRs")
+            return
+        for where, text in settings_faults(rules, ref.settings, module=ref.module, path=path, policy=policy):
+            err(where, text)
 
 
 def _check_chain(path: str, ref: Any, scope: list[tuple[str, Any, bool]], err: Any) -> None:

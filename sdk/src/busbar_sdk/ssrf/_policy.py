@@ -7,6 +7,7 @@ See docs/security.md "SSRF guard".
 """
 from __future__ import annotations
 
+import copy
 import functools
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
@@ -219,6 +220,13 @@ class SsrfPolicy:
 
         return cls(get("blocked_metadata_hosts", ()), get("allow_metadata_hosts", ()),
                    get("allow_all_metadata", False))
+
+    def with_allow_key(self, allow_key: str) -> SsrfPolicy:
+        """The same policy (same parsed lists) naming ``allow_key`` in its refusal hints: for a caller
+        whose own allow-list has another name (a plugin's ``settings.allow_hosts``)."""
+        other = copy.copy(self)
+        other.allow_key = allow_key
+        return other
 
     def __repr__(self) -> str:
         return (f"SsrfPolicy(blocked_metadata_hosts={self.blocked_metadata_hosts!r}, "

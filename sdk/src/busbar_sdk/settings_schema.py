@@ -1,0 +1,106 @@
+"""What the kernel must check about a plugin's ``settings:``, declared in its manifest's settings schema.
+
+A plugin's ``settings_schema`` (JSON Schema 2020-12, signed in its manifest) may mark top-level
+properties with two Busbar extension keywords; config validation (``busbar --validate`` and boot)
+then judges every configured instance of *any* plugin that way, with no plugin named in the kernel:
+
+==========================  ======================================================================
+keyword (value ``true``)    meaning
+==========================  ======================================================================
+``x-busbar-egress-url``     on a ``"type": "string"`` property: the value is a URL this plugin
+                            connects to; the kernel refuses it unless the SSRF guard passes it as a
+                            hook-sidecar endpoint (loopback, ``http://`` ok; RFC 1918 / CGNAT /
+                            link-local / cloud metadata refused; any other host ``https://``)
+``x-busbar-egress-allow``   on a ``"type": "array"`` property (at most one): this instance's own
+                            exceptions to the guard (hosts, IPs or CIDRs), applied to this
+                            instance's egress URLs and to nothing else
+==========================  ======================================================================
+
+A property named in the schema's top-level ``required`` must be present in ``settings:``.
+
+Example (the first-party ``busbar-webrequest-hook``)::
+
+    {"type": "object", "required": ["url"], "properties": {
+        "url": {"type": "string", "x-busbar-egress-url": true},
+        "allow_hosts": {"type": "array", "items": {"type": "string"}, "x-busbar-egress-allow": true}}}
+
+See docs/plugin-format.md "Settings schema keywords".
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "NO_RULES", "SettingsRules", "settings_rules"]
+
+EGRESS_URL_KEYWORD = "x-busbar-egress-url"
+EGRESS_ALLOW_KEYWORD = "x-busbar-egress-allow"
+
+
+@dataclass(frozen=True)
+class SettingsRules:
+    """The kernel-checked part of one plugin's settings schema.
+
+    Attributes:
+        required: top-level keys ``settings:`` must carry, in schema order.
+        egress_urls: top-level keys whose value is an egress URL (SSRF-guarded), in schema order.
+        egress_allow: the key holding this instance's own allow-list, or ``None``.
+        descriptions: key -> the property's ``description`` (``""`` when absent), for fault lines.
+    """
+
+    required: tuple[str, ...] = ()
+    egress_urls: tuple[str, ...] = ()
+    egress_allow: str | None = None
+    descriptions: Mapping[str, str] | None = None
+
+    def describe(self, key: str) -> str:
+        """The first sentence of ``key``'s description (``""`` when it has none)."""
+        text = (self.descriptions or {}).get(key, "")
+        return text.split(". ", 1)[0].rstrip(".")
+
+
+#: The rules of a plugin without a settings schema: nothing to check.
+NO_RULES = SettingsRules()
+
+
+def settings_rules(schema: str | Mapping[str, Any] | None) -> SettingsRules:
+    """Read the kernel-checked rules out of a settings schema (a JSON string, a parsed object or None).
+
+    Raises:
+        ValueError: the schema is not a JSON object, or a Busbar keyword is misused (a value other
+            than ``true``, ``x-busbar-egress-url`` on a property that is not ``"type": "string"``,
+            ``x-busbar-egress-allow`` on one that is not ``"type": "array"``, or on two properties).
+    """
+    if schema is None:
+        return NO_RULES
+    doc = json.loads(schema) if isinstance(schema, str) else schema
+    if not isinstance(doc, Mapping):
+        raise ValueError("must be a JSON Schema object")
+    props = doc.get("properties") or {}
+    required = doc.get("required") or []
+    if not isinstance(props, Mapping) or not isinstance(required, list):
+        raise ValueError("properties must be an object and required a list")
+    urls: list[str] = []
+    allow: str | None = None
+    descriptions: dict[str, str] = {}
+    for key, prop in props.items():
+        if not isinstance(prop, Mapping):
+            continue
+        desc = prop.get("description")
+        descriptions[key] = desc if isinstance(desc, str) else ""
+        for keyword, want in ((EGRESS_URL_KEYWORD, "string"), (EGRESS_ALLOW_KEYWORD, "array")):
+            if keyword not in prop:
+                continue
+            if prop[keyword] is not True:
+                raise ValueError(f"properties.{key}.{keyword} must be true")
+            if prop.get("type") != want:
+                raise ValueError(f"properties.{key}: {keyword} needs \"type\": \"{want}\"")
+        if prop.get(EGRESS_URL_KEYWORD) is True:
+            urls.append(key)
+        if prop.get(EGRESS_ALLOW_KEYWORD) is True:
+            if allow is not None:
+                raise ValueError(f"{EGRESS_ALLOW_KEYWORD} is on both {allow} and {key}; one allow-list per plugin")
+            allow = key
+    return SettingsRules(tuple(str(r) for r in required if isinstance(r, str)), tuple(urls), allow, descriptions)
