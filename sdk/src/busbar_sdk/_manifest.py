@@ -22,6 +22,7 @@ from busbar_sdk._errors import ArtifactError
 from busbar_sdk._semver import parse_semver
 from busbar_sdk._versions import KINDS, SUPPORTED_ABI_VERSIONS, Kind
 from busbar_sdk.settings_schema import settings_rules
+from busbar_sdk.versions import NAME_PATTERN, is_valid_name
 
 __all__ = [
     "MANIFEST_MAX_BYTES",
@@ -36,18 +37,12 @@ __all__ = [
 ]
 
 #: Names, aliases and publishers: lowercase ASCII letters, digits, inner dashes; 1..64 chars.
-NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$"
 _NAME = re.compile(NAME_PATTERN)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SIG = re.compile(r"^(?:[0-9a-f]{128})?$")
 _SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 MANIFEST_MAX_BYTES = 1 << 20
 _TEXT_MAX = 4096
-
-
-def is_valid_name(value: object) -> bool:
-    """True when ``value`` is a valid plugin name, alias or publisher (``[a-z0-9-]+``, no edge dash)."""
-    return isinstance(value, str) and _NAME.match(value) is not None
 
 
 class Needs(BaseModel):

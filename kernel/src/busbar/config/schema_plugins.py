@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import re
 
-from busbar_sdk._manifest import is_valid_name
-from busbar_sdk._semver import parse_semver
-from busbar_sdk._versions import RESERVED_PUBLISHER
+from busbar_sdk.versions import RESERVED_PUBLISHER, is_valid_name, parse_semver
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["PluginTrust", "PluginsConfig", "Publisher"]

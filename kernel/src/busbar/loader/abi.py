@@ -9,7 +9,7 @@ Source: seeds 003 "kind: hook plugin ABI"; STYLE.md §3.
 from __future__ import annotations
 
 from busbar_sdk import hookspec
-from busbar_sdk._versions import (
+from busbar_sdk.versions import (
                                   ENTRY_POINT_GROUP,
                                   HOOK_ABI_VERSION,
                                   KINDS,

@@ -1,0 +1,50 @@
+"""busbar_sdk.settings_schema: the Busbar keywords a plugin's settings schema may carry, read once for
+the kernel's config validation and refused in a manifest when misused (docs/plugin-format.md
+"Settings schema keywords")."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from busbar_sdk.artifact import ArtifactError, parse_manifest_bytes
+from busbar_sdk.settings_schema import NO_RULES, SettingsRules, settings_rules
+
+REPO = Path(__file__).resolve().parents[2]
+GOOD = {"name": "acme", "alias": "acme", "kind": "hook", "version": "1.0.0", "publisher": "acme",
+        "abi_version": 1, "sha256": "0" * 64, "signature": ""}
+
+
+def test_the_forwarders_schema_declares_its_egress_url_and_allow_list() -> None:
+    schema = (REPO / "plugins" / "busbar-webrequest-hook" / "src" / "busbar_webrequest_hook"
+              / "settings_schema.json").read_text()
+    rules = settings_rules(schema)
+    assert (rules.required, rules.egress_urls, rules.egress_allow) == (("url",), ("url",), "allow_hosts")
+    assert rules.describe("url") == "The sidecar endpoint every message is POSTed to"
+    assert rules.describe("nope") == ""
+
+
+def test_no_schema_and_no_keywords_mean_nothing_to_check() -> None:
+    assert settings_rules(None) is NO_RULES
+    rules = settings_rules({"type": "object", "properties": {"url": {"type": "string"}}})
+    assert (rules.required, rules.egress_urls, rules.egress_allow) == ((), (), None)
+    assert SettingsRules() == NO_RULES
+
+
+@pytest.mark.parametrize(("props", "error"), [
+    ({"url": {"type": "string", "x-busbar-egress-url": "yes"}}, "properties.url.x-busbar-egress-url must be true"),
+    ({"url": {"type": "integer", "x-busbar-egress-url": True}},
+     'properties.url: x-busbar-egress-url needs "type": "string"'),
+    ({"allow": {"type": "string", "x-busbar-egress-allow": True}},
+     'properties.allow: x-busbar-egress-allow needs "type": "array"'),
+    ({"a": {"type": "array", "x-busbar-egress-allow": True}, "b": {"type": "array", "x-busbar-egress-allow": True}},
+     "x-busbar-egress-allow is on both a and b; one allow-list per plugin"),
+], ids=["not-true", "url-not-string", "allow-not-array", "two-allow-lists"])
+def test_a_misused_keyword_is_refused_in_the_schema_and_in_a_manifest(props: dict, error: str) -> None:
+    schema = {"type": "object", "properties": props}
+    with pytest.raises(ValueError, match="^" + error.replace("(", r"\(").replace(")", r"\)") + "$"):
+        settings_rules(schema)
+    raw = json.dumps(GOOD | {"settings_schema": json.dumps(schema)}).encode()
+    with pytest.raises(ArtifactError) as err:
+        parse_manifest_bytes(raw)
+    assert err.value.reason == f"manifest.json: field 'settings_schema': {error}"
