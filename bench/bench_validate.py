@@ -45,10 +45,10 @@ def mark(name):
     w, c = w2, c2
 import pydantic; mark("import pydantic")
 import yaml; mark("import yaml")
-import busbar_sdk.artifact; mark("import busbar_sdk (via config.schema_plugins)")
+import busbar_sdk.versions; mark("import busbar_sdk.versions (via config.schema_plugins)")
 import busbar.config.schema; mark("import busbar.config.schema (build the models)")
 import busbar.config.load; mark("import busbar.config.load (+ interpolate)")
-import busbar.security.policy; mark("import busbar.security.policy (+ httpx)")
+import busbar_sdk.ssrf; mark("import busbar_sdk.ssrf (the SSRF policy, + httpx)")
 from busbar.config import validate_auth, validate_groups, validate_hooks, validate_ops, validate_pools, validate_providers
 mark("import validate_* modules")
 busbar.config.load.load_config(Path(sys.argv[1]), None); mark("load_config: read, interpolate, parse, type, validate")

@@ -8,18 +8,11 @@ resolves to that same address (the system resolver, no test seam). ``b`` is refu
 """
 from __future__ import annotations
 
-import json
-
 import httpx
 
+from tests.e2e.test_upstream_faults import OK           # a canned OpenAI chat completion, "fine"
 from tests.support.gateway import BusbarProcess
 from tests.support.rawhttp import Upstream
-
-OK_JSON = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
-                      "choices": [{"index": 0, "message": {"role": "assistant", "content": "fine"},
-                                   "finish_reason": "stop"}],
-                      "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(OK_JSON), OK_JSON)
 
 CONFIG = """
 listen: "127.0.0.1:{port}"

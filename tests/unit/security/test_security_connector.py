@@ -172,3 +172,25 @@ async def test_an_allow_list_applies_to_its_own_scope_only() -> None:
     assert by_name.value.reason == ("provider: b.example resolved to 127.0.0.1, a cloud-metadata address; "
                                     "refused at connect time by the SSRF guard")
     assert (srv.requests, srv.connections) == (2, 1)        # a's pooled connection; b never connected
+
+
+def test_the_gateway_builds_one_guard_per_declared_allow_list() -> None:
+    from busbar.config.load import load_config_text
+    from busbar.proxy.gateway import provider_guards
+
+    loaded = load_config_text("""
+security: { allow_metadata_hosts: [ metadata.google.internal ] }
+providers:
+  a: { protocol: openai, base_url: "https://a.example/v1", api_key: { env: K }, allow_metadata_hosts: [ 169.254.169.254 ] }
+  b: { protocol: openai, base_url: "https://b.example/v1", api_key: { env: K } }
+  c: { protocol: openai, base_url: "https://c.example/v1", api_key: { env: K }, allow_metadata_hosts: [ 169.254.169.254 ] }
+  d: { protocol: openai, base_url: "https://d.example/v1", api_key: { env: K }, allow_metadata_hosts: [ 169.254.170.2 ] }
+models: { m: { provider: a } }
+""", {"K": "k"})
+    default, scoped = provider_guards(loaded)
+    assert default.provider_allow == ()
+    assert sorted(scoped) == ["a", "c", "d"]                      # b: the default guard
+    assert scoped["a"] is scoped["c"] and scoped["a"].provider_allow == ("169.254.169.254",)
+    assert scoped["d"].provider_allow == ("169.254.170.2",)
+    assert default.policy.allow_metadata_hosts == ("metadata.google.internal",)   # the global list: every guard
+    assert all(g.policy is default.policy for g in scoped.values())
