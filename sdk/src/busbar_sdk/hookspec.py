@@ -38,7 +38,13 @@ boot) and calls them directly on the hot path through a typed facade
 
 Payloads and replies are JSON-compatible ``dict`` objects (str keys; str, int, float, bool,
 None, list, dict values), byte-for-byte the messages of the sidecar wire, so one plugin's logic
-serves both transports. Optional fields are *absent*, never ``null``.
+serves both transports. Optional fields are *absent*, never ``null``. Their names and limits are
+:mod:`busbar_sdk.wire`.
+
+Two optional *capabilities* are attributes of the ``busbar_call`` implementation, not hooks:
+:func:`busbar_inline` (``busbar_call.busbar_inline = True``: run on the event loop) and
+:func:`busbar_acall` (``busbar_call.busbar_acall = async def ...``: an async twin). They are
+declared below with the same contract sections as the hooks (``CAPABILITY_NAMES``).
 
 Source: seeds 003 "kind: hook plugin ABI", "The wire, precisely", "Management messages";
 ORIGINAL.md §5.3. Added in 1.5.0 (transport version 1).

@@ -52,6 +52,17 @@ from busbar_sdk._models_kinds import (
     StoreMessage,
     StoreResult,
 )
+from busbar_sdk._models_mgmt import (
+    METRIC_NAME_PATTERN,
+    ConfigureAck,
+    ConfigureBody,
+    ConfigureMessage,
+    DescribeMessage,
+    DescribeReply,
+    Metric,
+    StatusMessage,
+    StatusReply,
+)
 from busbar_sdk.wire import (
     ARM_ABSTAIN,
     ARM_ORDER,
@@ -66,17 +77,6 @@ from busbar_sdk.wire import (
     is_reject,
     reject_message,
     reject_status,
-)
-from busbar_sdk._models_mgmt import (
-    METRIC_NAME_PATTERN,
-    ConfigureAck,
-    ConfigureBody,
-    ConfigureMessage,
-    DescribeMessage,
-    DescribeReply,
-    Metric,
-    StatusMessage,
-    StatusReply,
 )
 
 __all__ = [

@@ -215,7 +215,7 @@ class AiohttpUpstream:
         self._pool = (max_idle_per_host, idle_timeout_s, resolver)
         self._default = _GuardedPool(guard)
         by_guard: dict[int, _GuardedPool] = {}
-        self._scoped: dict[str, _GuardedPool] = {}
+        self._scoped: dict[str | None, _GuardedPool] = {}
         for name, g in (scoped or {}).items():
             self._scoped[name] = by_guard.setdefault(id(g), _GuardedPool(g))
         self._pools = [self._default, *by_guard.values()]
@@ -250,7 +250,7 @@ class AiohttpUpstream:
         """Send one request through ``scope``'s guard (a provider name; ``None`` or a provider with no
         allow-list: the default guard); returns at response headers. Raises ``UpstreamError``,
         ``SsrfBlocked``."""
-        pool = self._scoped.get(scope, self._default)  # type: ignore[arg-type]  # None: the default
+        pool = self._scoped.get(scope, self._default)
         session = pool.session or self._open(pool)
         target = self._url(pool, url)
         try:
