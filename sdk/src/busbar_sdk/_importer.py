@@ -120,7 +120,9 @@ class PluginImporter(importlib.abc.MetaPathFinder):
 
     def _record(self, owner: str) -> None:
         owned = self._owned[owner]
-        for mod_name, mod in list(sys.modules.items()):
+        # dict.copy() takes the snapshot in one C call: a list() over the live items can be cut by a
+        # garbage-collection finalizer (or another thread) importing a module mid-iteration.
+        for mod_name, mod in sys.modules.copy().items():
             top = mod_name.split(".", 1)[0]
             if top in owned.names and mod is not None:
                 owned.modules[mod_name] = mod
