@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.e2e.test_upstream_faults import OK           # a canned OpenAI chat completion, "fine"
+from tests.e2e.test_upstream_faults import OK  # a canned OpenAI chat completion, "fine"
 from tests.support.gateway import BusbarProcess
 from tests.support.rawhttp import Upstream
 

@@ -49,9 +49,10 @@ from busbar.config.schema_base import EnvRef, FileRef
 from busbar.config.secrets import FileReader, SecretError, read_text_file, resolve_secret
 
 if TYPE_CHECKING:
+    from busbar_sdk.ssrf import SsrfPolicy
+
     from busbar.config.load import LoadedConfig
     from busbar.config.schema import DeploymentConfig
-    from busbar_sdk.ssrf import SsrfPolicy
 
 
 class PluginCatalog(Protocol):

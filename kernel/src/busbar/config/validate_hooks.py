@@ -5,8 +5,9 @@ name not a built-in strategy; Hook plugin subsystem disabled; Unknown hook modul
 loader's plugin catalog); a plugin's settings against what its manifest settings schema declares
 (with a catalog that serves ``settings_schema_of``: ``required`` keys, ``x-busbar-egress-url`` URLs
 through the SSRF guard: loopback allowed, RFC-1918 / CGNAT / link-local / metadata refused, remote must
-be https://; docs/plugin-format.md "Settings schema keywords"); prompt: rw on a kind: tap hook. Seeds 003 "What Busbar guarantees when a hook misbehaves": an ``on_error: { hook: <name> }``
-chain must terminate: an unknown name, a tap, or a cycle is a startup error (the path is printed).
+be https://; docs/plugin-format.md "Settings schema keywords"); prompt: rw on a kind: tap hook. Seeds
+003 "What Busbar guarantees when a hook misbehaves": an ``on_error: { hook: <name> }`` chain must
+terminate: an unknown name, a tap, or a cycle is a startup error (the path is printed).
 
 Naming: an inline instance answers to its ``module`` (manifest name or alias). A ``{ hook: X }``
 fallback resolves to the first instance of module X in scope: for a pool's hook, that pool's

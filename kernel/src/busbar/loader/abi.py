@@ -9,6 +9,7 @@ Source: seeds 003 "kind: hook plugin ABI"; STYLE.md §3.
 from __future__ import annotations
 
 from busbar_sdk import hookspec
+from busbar_sdk.artifact import PluginBinding
 from busbar_sdk.versions import (
                                   ENTRY_POINT_GROUP,
                                   HOOK_ABI_VERSION,
@@ -17,7 +18,6 @@ from busbar_sdk.versions import (
                                   SUPPORTED_ABI_VERSIONS,
                                   TRANSPORT_VERSION,
 )
-from busbar_sdk.artifact import PluginBinding
 
 __all__ = [
                                   "ENTRY_POINT_GROUP",

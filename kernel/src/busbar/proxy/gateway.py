@@ -39,9 +39,10 @@ from busbar.proxy.runtime import Lane, Member, Pool, Provider
 from busbar.proxy.upstream import AiohttpUpstream, HttpxUpstream, Upstream
 
 if TYPE_CHECKING:
+    from busbar_sdk.ssrf import HostGuard
+
     from busbar.loader.registry import PluginSet
     from busbar.loader.reload import PluginReloader
-    from busbar_sdk.ssrf import HostGuard
 
 log = logging.getLogger("busbar")
 

@@ -12,8 +12,9 @@ What it guarantees (seeds 003 "The wire, precisely"; handout C032, C035):
 * SSRF: ``settings.url`` is checked at open and at every configure (loopback allowed; RFC 1918,
   unique-local, CGNAT, link-local and cloud-metadata refused; remote must be ``https://``) and
   every address the host resolves to is checked again at connect time, where the connection goes
-  to the checked literal (the sdk's policy, :mod:`busbar_sdk.ssrf`; :mod:`busbar_webrequest_hook._connect`). Redirects are never followed;
-  environment proxies are ignored.
+  to the checked literal (the sdk's policy, :mod:`busbar_sdk.ssrf`;
+  :mod:`busbar_webrequest_hook._connect`). Redirects are never followed; environment proxies are
+  ignored.
 * Bounded: one keep-alive pool (``max_connections``), a wall-clock ``timeout_ms`` per message, a
   reply capped at ``max_reply_bytes`` before it is read and ``max_reply_depth`` before it is parsed.
 * Errors are errors: a non-2xx status, an empty body, a body that is not a JSON object, a refused
