@@ -13,8 +13,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-PUBLIC_MODULES = ["artifact", "hookspec", "models", "settings_schema", "sidecar", "ssrf", "testing", "versions",
-                  "wire"]
+PUBLIC_MODULES = ["artifact", "hookspec", "models", "settings_schema", "sidecar", "ssrf", "store", "testing",
+                  "versions", "wire"]
 
 PINNED = {
     "wire": ["ACALL_CAPABILITY", "ARM_ABSTAIN", "ARM_ORDER", "ARM_REJECT", "ARM_RESTRICT", "ARM_REWRITE",
