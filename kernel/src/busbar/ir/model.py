@@ -264,10 +264,17 @@ class MessageStop:
 
 @dataclass(slots=True)
 class StreamError:
-    """An in-band failure: ``kind`` is a canonical error kind (see ``busbar.proto.errors``)."""
+    """An in-band failure: ``kind`` is a canonical error kind (see ``busbar.proto.base.ErrorKind``).
+
+    ``upstream_frame``: True when the provider said so in its own error event (already relayed
+    verbatim to a same-protocol client); False when the gateway detected the fault (bytes the
+    protocol does not allow, a body that ended early) — then every client, same protocol
+    included, gets the gateway's in-band error frame. Not part of equality.
+    """
 
     kind: str
     message: str
+    upstream_frame: bool = field(default=False, compare=False)
 
 
 StreamEvent = Union[MessageStart, BlockStart, BlockDelta, BlockStop, MessageDelta, MessageStop, StreamError]

@@ -41,6 +41,22 @@ class SseBufferOverflow(Exception):
         self.limit_bytes = limit_bytes
 
 
+class SseGarbage(ValueError):
+    """A line that is not server-sent events: a field name other than ``data``, ``event``, ``id``
+    or ``retry`` (e.g. a bare JSON line, HTML, binary). Providers never send other fields, so
+    such a line means the body is not the stream it claims to be.
+
+    Attributes:
+        line: the first 80 characters of the offending line.
+        frames: the frames completed before it in the same ``feed``/``close`` call.
+    """
+
+    def __init__(self, line: str, frames: list[SseFrame]):
+        super().__init__("upstream sent bytes that are not server-sent events")
+        self.line = line[:80]
+        self.frames = frames
+
+
 class SseParser:
     """Incremental SSE parser: feed raw bytes, get completed ``(event, data)`` frames.
 
@@ -72,6 +88,7 @@ class SseParser:
 
         Raises:
             SseBufferOverflow: the unfinished tail exceeds the reassembly cap.
+            SseGarbage: a completed line is not an SSE field or comment.
         """
         if not chunk:
             return []
@@ -139,6 +156,8 @@ class SseParser:
                 self._data_bytes += len(value)
             elif name == "event":
                 self._event = value or None
+            elif name != "id" and name != "retry":
+                raise SseGarbage(line, frames)
         return frames
 
 

@@ -1,8 +1,8 @@
 """Disposition: classify an upstream failure into the class that decides breaker and failover.
 
 Stage 1 (``classify``): the provider ``error_map`` (JSON code or error type; deployment entries
-merged over the catalog) wins, then built-in context-length detection (400/413 only), then the
-HTTP status: 401/403 auth, 408 timeout, 409 overloaded (retryable conflict), 429 rate_limit,
+merged over the catalog) wins, then the context-length wordings of ``busbar.proto.context_length``
+(400/413 only), then the HTTP status: 401/403 auth, 408 timeout, 409 overloaded (retryable conflict), 429 rate_limit,
 529 overloaded, other 5xx server_error, any other 4xx client_error. A ``context_length``
 mapping is suppressed on any 5xx (it cannot mask an outage).
 
@@ -19,6 +19,7 @@ import time
 from email.utils import parsedate_to_datetime
 
 from busbar.proto.base import UpstreamErrorInfo
+from busbar.proto.context_length import says_context_length
 
 TRANSIENT, HARD_DOWN, CLIENT, CONTEXT = "transient_upstream", "hard_down", "client_error", "context_length"
 
@@ -27,9 +28,6 @@ _EFFECT = {
     "network": TRANSIENT, "auth": HARD_DOWN, "billing": HARD_DOWN, "client_error": CLIENT,
     "context_length": CONTEXT,
 }
-
-_CONTEXT_MARKERS = ("context_length_exceeded", "context length", "context window", "prompt is too long",
-                    "maximum context", "too many tokens", "input is too long")
 
 
 def classify(status: int, info: UpstreamErrorInfo | None, error_map: dict[str, str]) -> str:
@@ -41,8 +39,7 @@ def classify(status: int, info: UpstreamErrorInfo | None, error_map: dict[str, s
                 cls = error_map[key]
                 break
     if cls is None and status in (400, 413) and info is not None:
-        hay = f"{info.code or ''} {info.type or ''} {info.message}".lower()
-        if any(m in hay for m in _CONTEXT_MARKERS):
+        if says_context_length(info.code, info.type, info.message):
             cls = "context_length"
     if cls == "context_length" and status >= 500:
         cls = None

@@ -6,7 +6,9 @@ content-encoding, connection) are never copied onto a re-encoded body (case C052
 
 After the first byte a failure cannot fail over: the lane is penalized, the lifetime budget slot
 is refunded, and the client receives the in-band error frame of its own streaming dialect —
-never a clean finish (cases C003, C025). Long gaps between upstream chunks are bridged with the
+never a clean finish (cases C003, C025). That includes upstream bytes the decoder refuses (not
+the protocol, a wrong-typed field): on a same-protocol hop they are not relayed, the gateway's
+error frame is sent instead. Long gaps between upstream chunks are bridged with the
 ingress dialect's keep-alive (a comment / ``ping`` event that no SDK dispatches, case C005).
 
 Source: seeds 001 "failover" (Failover boundary, Budget refund); ORIGINAL §2.3.
@@ -108,7 +110,8 @@ async def _frames(call: Call, success: AttemptSuccess, encoder: StreamEncoder, s
     boundary = True      # same protocol: the relayed bytes end between two events (keep-alive safe)
     try:
         while True:
-            if same:
+            # same protocol: bytes the decoder refused are never relayed (their error frame is ours)
+            if same and not any(isinstance(ev, StreamError) and not ev.upstream_frame for ev in events):
                 for chunk in raw:
                     yield chunk
                 if raw:
@@ -118,7 +121,7 @@ async def _frames(call: Call, success: AttemptSuccess, encoder: StreamEncoder, s
                 _tap_usage(ev, usage)
                 if isinstance(ev, StreamError):
                     failed = True
-                    if not same or ended:     # same protocol: the upstream's own error frame was relayed
+                    if not same or not ev.upstream_frame:   # the upstream's own error frame was relayed
                         yield encoder.encode(ev)
                     break
                 if not same:

@@ -34,9 +34,7 @@ from busbar.ir.model import (
 from busbar.proto.anthropic.errors import ANTHROPIC_TO_KIND
 from busbar.proto.anthropic.response import stop_to_ir, usage_from_anthropic
 from busbar.proto.base import ErrorKind
-from busbar.proto.sse import SseBufferOverflow, SseParser
-
-PREMATURE_END = "upstream stream ended prematurely"
+from busbar.proto.decoder import SseDecoder, json_object
 
 _DELTA_KIND: dict[Any, tuple[str, str]] = {
     "text_delta": ("text", "text"),
@@ -52,58 +50,21 @@ def _copy(u: Usage) -> Usage:
     )
 
 
-class AnthropicStreamDecoder:
+class AnthropicStreamDecoder(SseDecoder):
     """Provider event stream -> IR events (see ``busbar.proto.base.StreamDecoder``).
 
     Blocks of types the IR does not model (server tool blocks) are skipped with their deltas.
     """
 
-    __slots__ = ("_sse", "_usage", "_skip", "_done")
+    __slots__ = ("_usage", "_skip")
 
     def __init__(self) -> None:
-        self._sse = SseParser()
+        super().__init__()
         self._usage = Usage()
         self._skip: set[int] = set()
-        self._done = False
-
-    def feed(self, chunk: bytes) -> list[StreamEvent]:
-        """Consume upstream bytes; return completed IR events."""
-        if self._done:
-            return []
-        try:
-            frames = self._sse.feed(chunk)
-        except SseBufferOverflow as e:
-            self._done = True
-            return [StreamError(ErrorKind.API_ERROR, str(e))]
-        out: list[StreamEvent] = []
-        for event, data in frames:
-            self._frame(event, data, out)
-            if self._done:
-                break
-        return out
-
-    def close(self) -> list[StreamEvent]:
-        """End of body: a ``StreamError`` unless ``message_stop`` (or an error) was seen."""
-        if self._done:
-            return []
-        out: list[StreamEvent] = []
-        for event, data in self._sse.close():
-            self._frame(event, data, out)
-            if self._done:
-                return out
-        self._done = True
-        out.append(StreamError(ErrorKind.API_ERROR, PREMATURE_END))
-        return out
 
     def _frame(self, event: str | None, data: str, out: list[StreamEvent]) -> None:
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            obj = None
-        if not isinstance(obj, dict):
-            self._done = True
-            out.append(StreamError(ErrorKind.API_ERROR, "upstream sent a malformed stream event"))
-            return
+        obj = json_object(data)
         t = obj.get("type") or event
         if t == "content_block_delta":
             idx = obj.get("index", 0)
@@ -133,8 +94,7 @@ class AnthropicStreamDecoder:
         elif t == "error":
             err = obj.get("error") or {}
             kind = ANTHROPIC_TO_KIND.get(err.get("type"), ErrorKind.API_ERROR)
-            out.append(StreamError(kind, err.get("message") or "upstream stream error"))
-            self._done = True
+            self._upstream_error(kind, err.get("message") or "upstream stream error", out)
 
     def _block_start(self, idx: int, cb: dict[str, Any], out: list[StreamEvent]) -> None:
         t = cb.get("type")

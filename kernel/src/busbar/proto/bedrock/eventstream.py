@@ -26,6 +26,8 @@ from __future__ import annotations
 import struct
 import zlib
 
+from busbar.proto.decoder import MalformedFrame
+
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 """Largest message accepted by the decoder (the original's ``eventstream::MAX_FRAME_BYTES``)."""
 
@@ -165,3 +167,15 @@ class EventStreamDecoder:
         if pos:
             del buf[:pos]
         return out
+
+
+def split_eventstream(decoder: EventStreamDecoder, chunk: bytes) -> list[tuple[Headers, bytes]]:
+    """``decoder.feed(chunk)`` for a stream decoder: a malformed message is a ``MalformedFrame``.
+
+    Raises:
+        busbar.proto.decoder.MalformedFrame: ``malformed upstream eventstream: <what>``.
+    """
+    try:
+        return decoder.feed(chunk)
+    except EventStreamError as e:
+        raise MalformedFrame(f"malformed upstream eventstream: {e}") from e

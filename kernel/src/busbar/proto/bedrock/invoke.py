@@ -45,11 +45,12 @@ from busbar.proto.anthropic import request_writer as anthropic_writer
 from busbar.proto.anthropic import response as anthropic_response
 from busbar.proto.anthropic.stream_decoder import AnthropicStreamDecoder
 from busbar.proto.anthropic.stream_encoder import AnthropicStreamEncoder
-from busbar.proto.base import ErrorKind, UpstreamErrorInfo
+from busbar.proto.base import UpstreamErrorInfo
 from busbar.proto.bedrock import errors, sigv4
 from busbar.proto.bedrock.dialect import EVENTSTREAM, USER_AGENT, model_path
-from busbar.proto.bedrock.eventstream import EventStreamDecoder, EventStreamError, encode_event
-from busbar.proto.bedrock.stream_decoder import PREMATURE_END, _message_of
+from busbar.proto.bedrock.eventstream import EventStreamDecoder, Headers, encode_event, split_eventstream
+from busbar.proto.bedrock.stream_decoder import _message_of
+from busbar.proto.decoder import FrameDecoder, MalformedFrame
 
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
 """The ``anthropic_version`` Bedrock requires in an invoke body."""
@@ -112,53 +113,35 @@ class InvokeStreamEncoder:
         return b""
 
 
-class InvokeStreamDecoder:
+class InvokeStreamDecoder(FrameDecoder):
     """invoke-with-response-stream chunk messages -> IR events (via the Anthropic decoder)."""
 
-    __slots__ = ("_done", "_es", "_inner")
+    __slots__ = ("_es", "_inner")
 
     def __init__(self) -> None:
+        super().__init__()
         self._es = EventStreamDecoder()
         self._inner = AnthropicStreamDecoder()
-        self._done = False
 
-    def feed(self, chunk: bytes) -> list[StreamEvent]:
-        """Consume upstream bytes; return completed IR events."""
-        if self._done:
-            return []
+    def _split(self, chunk: bytes) -> list[tuple[Headers, bytes]]:
+        return split_eventstream(self._es, chunk)
+
+    def _on_frame(self, frame: tuple[Headers, bytes], out: list[StreamEvent]) -> None:
+        headers, payload = frame
+        mtype = headers.get(":message-type", "event")
+        if mtype != "event":
+            exc = str(headers.get(":exception-type") or headers.get(":error-code") or "")
+            msg = _message_of(payload) or str(headers.get(":error-message") or exc or "upstream error")
+            self._upstream_error(errors.kind_of(exc), msg, out)
+            return
         try:
-            messages = self._es.feed(chunk)
-        except EventStreamError as e:
+            raw = base64.b64decode(orjson.loads(payload)["bytes"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise MalformedFrame("upstream sent a malformed chunk") from e
+        events = self._inner.feed(b"data: " + raw + b"\n\n")
+        out += events
+        if any(isinstance(e, (StreamError, MessageStop)) for e in events):
             self._done = True
-            return [StreamError(ErrorKind.API_ERROR, f"malformed upstream eventstream: {e}")]
-        out: list[StreamEvent] = []
-        for headers, payload in messages:
-            mtype = headers.get(":message-type", "event")
-            if mtype != "event":
-                self._done = True
-                exc = str(headers.get(":exception-type") or headers.get(":error-code") or "")
-                msg = _message_of(payload) or str(headers.get(":error-message") or exc or "upstream error")
-                out.append(StreamError(errors.kind_of(exc), msg))
-                break
-            try:
-                raw = base64.b64decode(orjson.loads(payload)["bytes"])
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-                self._done = True
-                out.append(StreamError(ErrorKind.API_ERROR, "upstream sent a malformed chunk"))
-                break
-            events = self._inner.feed(b"data: " + raw + b"\n\n")
-            out += events
-            if any(isinstance(e, (StreamError, MessageStop)) for e in events):
-                self._done = True
-                break
-        return out
-
-    def close(self) -> list[StreamEvent]:
-        """End of body: nothing more after ``message_stop``; otherwise a ``StreamError``."""
-        if self._done:
-            return []
-        self._done = True
-        return [StreamError(ErrorKind.API_ERROR, PREMATURE_END)]
 
 
 class BedrockInvokeDialect:

@@ -50,73 +50,49 @@ from busbar.ir.model import (
 )
 from busbar.proto.base import ErrorKind
 from busbar.proto.bedrock.errors import kind_of
-from busbar.proto.bedrock.eventstream import EventStreamDecoder, EventStreamError
+from busbar.proto.bedrock.eventstream import EventStreamDecoder, Headers, split_eventstream
 from busbar.proto.bedrock.names import client_name
+from busbar.proto.decoder import PREMATURE_END, FrameDecoder, json_object
 from busbar.proto.bedrock.response import FAILURE_STOPS, stop_to_ir, usage_from_bedrock
 
-PREMATURE_END = "upstream stream ended prematurely"
 
-
-class BedrockStreamDecoder:
+class BedrockStreamDecoder(FrameDecoder):
     """Provider eventstream -> IR events (see ``busbar.proto.base.StreamDecoder``)."""
 
-    __slots__ = ("_done", "_es", "_open", "_started", "_stop")
+    __slots__ = ("_es", "_open", "_started", "_stop")
 
     def __init__(self) -> None:
+        super().__init__()
         self._es = EventStreamDecoder()
         self._started = False
         self._open: dict[int, str] = {}  # Bedrock contentBlockIndex -> "text" | "thinking" | "tool"
         self._stop: StopReason | None = None
-        self._done = False
 
-    def feed(self, chunk: bytes) -> list[StreamEvent]:
-        """Consume upstream bytes; return completed IR events."""
-        if self._done:
-            return []
-        try:
-            messages = self._es.feed(chunk)
-        except EventStreamError as e:
-            self._done = True
-            return [StreamError(ErrorKind.API_ERROR, f"malformed upstream eventstream: {e}")]
-        out: list[StreamEvent] = []
-        for headers, payload in messages:
-            self._message(headers, payload, out)
-            if self._done:
-                break
-        return out
+    def _split(self, chunk: bytes) -> list[tuple[Headers, bytes]]:
+        return split_eventstream(self._es, chunk)
 
-    def close(self) -> list[StreamEvent]:
+    def _on_frame(self, frame: tuple[dict[str, Any], bytes], out: list[StreamEvent]) -> None:
+        self._message(frame[0], frame[1], out)
+
+    def _at_end(self, out: list[StreamEvent]) -> None:
         """End of body: finish after ``messageStop``; anything else is a ``StreamError``."""
-        if self._done:
-            return []
-        self._done = True
         if self._stop is None:
-            return [StreamError(ErrorKind.API_ERROR, PREMATURE_END)]
-        out: list[StreamEvent] = []
+            out.append(StreamError(ErrorKind.API_ERROR, PREMATURE_END))
+            return
         self._ensure_started(out)
-        return [*out, MessageDelta(self._stop, None, Usage()), MessageStop()]
-
-    def _fail(self, kind: str, message: str, out: list[StreamEvent]) -> None:
-        self._done = True
-        out.append(StreamError(kind, message))
+        out += [MessageDelta(self._stop, None, Usage()), MessageStop()]
 
     def _message(self, headers: dict[str, Any], payload: bytes, out: list[StreamEvent]) -> None:
         mtype = headers.get(":message-type", "event")
         if mtype == "exception":
             exc = str(headers.get(":exception-type") or "")
-            self._fail(kind_of(exc), _message_of(payload) or exc or "upstream stream exception", out)
+            self._upstream_error(kind_of(exc), _message_of(payload) or exc or "upstream stream exception", out)
             return
         if mtype == "error":
             msg = headers.get(":error-message") or headers.get(":error-code") or "upstream stream error"
-            self._fail(ErrorKind.API_ERROR, str(msg), out)
+            self._upstream_error(ErrorKind.API_ERROR, str(msg), out)
             return
-        try:
-            obj = orjson.loads(payload) if payload else {}
-        except orjson.JSONDecodeError:
-            obj = None
-        if not isinstance(obj, dict):
-            self._fail(ErrorKind.API_ERROR, "upstream sent a malformed stream event", out)
-            return
+        obj = json_object(payload) if payload else {}
         et = headers.get(":event-type")
         if et == "contentBlockDelta":
             self._delta(obj.get("contentBlockIndex", 0), obj.get("delta") or {}, out)
@@ -137,7 +113,7 @@ class BedrockStreamDecoder:
         elif et == "messageStop":
             raw = obj.get("stopReason")
             if raw in FAILURE_STOPS:
-                self._fail(ErrorKind.API_ERROR, f"upstream model failed: stopReason {raw}", out)
+                self._upstream_error(ErrorKind.API_ERROR, f"upstream model failed: stopReason {raw}", out)
                 return
             self._close_open(out)
             self._stop = stop_to_ir(raw)

@@ -30,8 +30,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from busbar.ir.model import (
     BlockDelta,
     BlockStart,
@@ -45,12 +43,9 @@ from busbar.ir.model import (
     ThinkingBlock,
     ToolUseBlock,
 )
-from busbar.proto.base import ErrorKind
 from busbar.proto.cohere.response import failure, finish_to_ir, usage_from_cohere
 from busbar.proto.openai.response import mint_id
-from busbar.proto.sse import SseBufferOverflow, SseParser
-
-PREMATURE_END = "upstream stream ended prematurely"
+from busbar.proto.decoder import SseDecoder, json_object
 
 _PLAN = ("plan", 0)
 
@@ -61,59 +56,22 @@ def _message(obj: dict[str, Any]) -> dict[str, Any]:
     return msg if isinstance(msg, dict) else {}
 
 
-class CohereStreamDecoder:
+class CohereStreamDecoder(SseDecoder):
     """Provider Cohere v2 event stream -> IR events (see ``busbar.proto.base.StreamDecoder``)."""
 
-    __slots__ = ("_calls", "_done", "_next", "_open", "_sse", "_started")
+    __slots__ = ("_calls", "_next", "_open", "_started")
 
     def __init__(self) -> None:
-        self._sse = SseParser()
+        super().__init__()
         self._started = False
-        self._done = False
         self._next = 0
         self._open: dict[tuple[str, int], int] = {}  # ("content"|"tool"|"plan", index) -> IR index
         self._calls = False
 
-    def feed(self, chunk: bytes) -> list[StreamEvent]:
-        """Consume upstream bytes; return completed IR events."""
-        if self._done:
-            return []
-        try:
-            frames = self._sse.feed(chunk)
-        except SseBufferOverflow as e:
-            self._done = True
-            return [StreamError(ErrorKind.API_ERROR, str(e))]
-        out: list[StreamEvent] = []
-        for event, data in frames:
-            self._frame(event, data, out)
-            if self._done:
-                break
-        return out
-
-    def close(self) -> list[StreamEvent]:
-        """End of body: a ``StreamError`` unless ``message-end`` was seen."""
-        if self._done:
-            return []
-        out: list[StreamEvent] = []
-        for event, data in self._sse.close():
-            self._frame(event, data, out)
-            if self._done:
-                return out
-        self._done = True
-        out.append(StreamError(ErrorKind.API_ERROR, PREMATURE_END))
-        return out
-
     def _frame(self, event: str | None, data: str, out: list[StreamEvent]) -> None:
         if data.startswith("[DONE]"):
             return  # the terminator after message-end; a [DONE] without it is still premature
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            obj = None
-        if not isinstance(obj, dict):
-            self._done = True
-            out.append(StreamError(ErrorKind.API_ERROR, "upstream sent a malformed stream event"))
-            return
+        obj = json_object(data)
         t = obj.get("type") or event
         if t == "content-delta":
             c = _message(obj).get("content") or {}
@@ -191,7 +149,7 @@ class CohereStreamDecoder:
         finish = delta.get("finish_reason")
         failed = failure(finish, delta.get("error"))
         if failed is not None:
-            out.append(StreamError(*failed))
+            self._upstream_error(*failed, out)
             return
         if not self._started:
             self._started = True

@@ -24,7 +24,7 @@ Source: ORIGINAL.md §2.3 "Streaming", "Gemini"; cases C003, C018, C037, C038, C
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import orjson
 
@@ -45,9 +45,7 @@ from busbar.ir.model import (
 from busbar.proto.base import ErrorKind
 from busbar.proto.gemini.errors import stream_error_kind
 from busbar.proto.gemini.response import FINISH_TO_IR, call_block, finish_to_ir, usage_from_gemini
-from busbar.proto.sse import SseBufferOverflow, SseParser
-
-PREMATURE_END = "upstream stream ended prematurely"
+from busbar.proto.decoder import PREMATURE_END, SseDecoder, json_object
 
 
 class _ArrayFramer:
@@ -95,25 +93,25 @@ class _ArrayFramer:
         return out
 
 
-class GeminiStreamDecoder:
+class GeminiStreamDecoder(SseDecoder):
     """Provider chunk stream -> IR events (see ``busbar.proto.base.StreamDecoder``)."""
 
     __slots__ = (
         "_any_call",
         "_array",
-        "_done",
         "_finish",
         "_next",
         "_open",
         "_open_kind",
         "_sniffed",
-        "_sse",
         "_started",
         "_usage",
     )
 
+    MALFORMED = "upstream sent a malformed stream chunk"
+
     def __init__(self) -> None:
-        self._sse = SseParser()
+        super().__init__()
         self._array: _ArrayFramer | None = None
         self._sniffed = False
         self._started = False
@@ -123,67 +121,37 @@ class GeminiStreamDecoder:
         self._finish: Any = None
         self._any_call = False
         self._usage = Usage()
-        self._done = False
 
-    def feed(self, chunk: bytes) -> list[StreamEvent]:
-        """Consume upstream bytes; return completed IR events."""
-        if self._done or not chunk:
-            return []
+    def _split(self, chunk: bytes) -> Iterable[Any]:
+        """SSE frames, or JSON-array elements when the body starts with ``[`` (sniffed once)."""
         if not self._sniffed:
-            head = chunk.lstrip()
-            if not head:
+            if not chunk.lstrip():
                 return []
             self._sniffed = True
-            if head[:1] == b"[":
+            if chunk.lstrip()[:1] == b"[":
                 self._array = _ArrayFramer()
-        out: list[StreamEvent] = []
         if self._array is not None:
-            datas = self._array.feed(chunk)
-        else:
-            try:
-                datas = [d for _e, d in self._sse.feed(chunk)]
-            except SseBufferOverflow as e:
-                self._done = True
-                return [StreamError(ErrorKind.API_ERROR, str(e))]
-        for data in datas:
-            self._chunk(data, out)
-            if self._done:
-                break
-        return out
+            return [(None, d) for d in self._array.feed(chunk)]
+        return super()._split(chunk)
 
-    def close(self) -> list[StreamEvent]:
+    def _flush(self) -> Iterable[Any]:
+        return [] if self._array is not None else super()._flush()
+
+    def _at_end(self, out: list[StreamEvent]) -> None:
         """End of body: the terminal events if a ``finishReason`` was seen, else a ``StreamError``."""
-        if self._done:
-            return []
-        out: list[StreamEvent] = []
-        if self._array is None:
-            for _e, data in self._sse.close():
-                self._chunk(data, out)
-                if self._done:
-                    return out
-        self._done = True
         if self._finish is None:
             out.append(StreamError(ErrorKind.API_ERROR, PREMATURE_END))
-            return out
+            return
         self._close_open(out)
         out.append(MessageDelta(finish_to_ir(self._finish, self._any_call), None, self._usage))
         out.append(MessageStop())
-        return out
 
-    def _chunk(self, data: str, out: list[StreamEvent]) -> None:
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            obj = None
-        if not isinstance(obj, dict):
-            self._done = True
-            out.append(StreamError(ErrorKind.API_ERROR, "upstream sent a malformed stream chunk"))
-            return
+    def _frame(self, _event: str | None, data: str, out: list[StreamEvent]) -> None:
+        obj = json_object(data, self.MALFORMED)
         err = obj.get("error")
         if err:
-            self._done = True
             kind, msg = stream_error_kind(err)
-            out.append(StreamError(kind, msg))
+            self._upstream_error(kind, msg, out)
             return
         if not self._started:
             self._started = True
@@ -203,8 +171,7 @@ class GeminiStreamDecoder:
         if fr:
             self._finish = fr
             if FINISH_TO_IR.get(fr) is StopReason.ERROR:
-                self._done = True
-                out.append(StreamError(ErrorKind.API_ERROR, f"upstream model failed: finishReason {fr}"))
+                self._upstream_error(ErrorKind.API_ERROR, f"upstream model failed: finishReason {fr}", out)
 
     def _part(self, p: Any, out: list[StreamEvent]) -> None:
         if not isinstance(p, dict):

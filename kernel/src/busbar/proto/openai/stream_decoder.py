@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from busbar.ir.model import (
     BlockDelta,
     BlockStart,
@@ -37,12 +35,10 @@ from busbar.proto.openai.response import (
     mint_id,
     usage_from_openai,
 )
-from busbar.proto.sse import SseBufferOverflow, SseParser
-
-PREMATURE_END = "upstream stream ended prematurely"
+from busbar.proto.decoder import PREMATURE_END, SseDecoder, json_object
 
 
-class OpenAIStreamDecoder:
+class OpenAIStreamDecoder(SseDecoder):
     """Provider chunk stream -> IR events (see ``busbar.proto.base.StreamDecoder``).
 
     Only choice ``index`` 0 is followed (``n > 1`` is not a gateway shape). Usage from any chunk
@@ -50,7 +46,6 @@ class OpenAIStreamDecoder:
     """
 
     __slots__ = (
-        "_sse",
         "_started",
         "_open",
         "_next",
@@ -58,13 +53,14 @@ class OpenAIStreamDecoder:
         "_finish",
         "_stop_raw",
         "_usage",
-        "_done",
         "_any_tool",
         "_open_kind",
     )
 
+    MALFORMED = "upstream sent a malformed stream chunk"
+
     def __init__(self) -> None:
-        self._sse = SseParser()
+        super().__init__()
         self._started = False
         self._open: int | None = None  # IR index of the open block
         self._open_kind = ""
@@ -73,61 +69,27 @@ class OpenAIStreamDecoder:
         self._finish: str | None = None
         self._stop_raw: object = None
         self._usage = Usage()
-        self._done = False
         self._any_tool = False
 
-    def feed(self, chunk: bytes) -> list[StreamEvent]:
-        """Consume upstream bytes; return completed IR events."""
-        if self._done:
-            return []
-        out: list[StreamEvent] = []
-        try:
-            frames = self._sse.feed(chunk)
-        except SseBufferOverflow as e:
-            self._done = True
-            return [StreamError("api_error", str(e))]
-        for _event, data in frames:
-            self._frame(data, out)
-            if self._done:
-                break
-        return out
-
-    def close(self) -> list[StreamEvent]:
+    def _at_end(self, out: list[StreamEvent]) -> None:
         """End of body: terminal events if a ``finish_reason`` was seen, else a ``StreamError``."""
-        if self._done:
-            return []
-        out: list[StreamEvent] = []
-        for _event, data in self._sse.close():
-            self._frame(data, out)
-            if self._done:
-                return out
-        self._done = True
         if self._finish is not None:
             self._terminate(out)
         else:
             out.append(StreamError("api_error", PREMATURE_END))
-        return out
 
-    def _frame(self, data: str, out: list[StreamEvent]) -> None:
+    def _frame(self, _event: str | None, data: str, out: list[StreamEvent]) -> None:
         if data.startswith("[DONE]"):
             if not self._started:
                 out.append(MessageStart())
                 self._started = True
             self._terminate(out)
             return
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            obj = None
-        if not isinstance(obj, dict):
-            self._done = True
-            out.append(StreamError("api_error", "upstream sent a malformed stream chunk"))
-            return
+        obj = json_object(data, self.MALFORMED)
         err = obj.get("error")
         if err:
-            self._done = True
             kind, msg = stream_error_kind(err)
-            out.append(StreamError(kind, msg))
+            self._upstream_error(kind, msg, out)
             return
         if not self._started:
             self._started = True

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from busbar.ir.model import (
     BlockDelta,
     BlockStart,
@@ -43,27 +41,23 @@ from busbar.ir.model import (
     ThinkingBlock,
     ToolUseBlock,
 )
-from busbar.proto.base import ErrorKind
 from busbar.proto.openai.response import mint_id
 from busbar.proto.responses.errors import error_kind
 from busbar.proto.responses.response import read_output, stop_for, usage_from_responses
-from busbar.proto.sse import SseBufferOverflow, SseParser
-
-PREMATURE_END = "upstream stream ended prematurely"
+from busbar.proto.decoder import SseDecoder, json_object
 
 _TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
 _THINK_DELTAS = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
 
 
-class ResponsesStreamDecoder:
+class ResponsesStreamDecoder(SseDecoder):
     """Provider Responses event stream -> IR events (see ``busbar.proto.base.StreamDecoder``)."""
 
-    __slots__ = ("_calls", "_done", "_items", "_next", "_open", "_refusal", "_sse", "_started", "_think_part")
+    __slots__ = ("_calls", "_items", "_next", "_open", "_refusal", "_started", "_think_part")
 
     def __init__(self) -> None:
-        self._sse = SseParser()
+        super().__init__()
         self._started = False
-        self._done = False
         self._next = 0
         self._open: dict[tuple[int, int], int] = {}  # (output_index, content_index|-1) -> IR index
         self._items: dict[int, str] = {}  # output_index -> item type
@@ -71,48 +65,12 @@ class ResponsesStreamDecoder:
         self._refusal = False
         self._think_part: dict[int, int] = {}  # output_index -> last summary/content index seen
 
-    def feed(self, chunk: bytes) -> list[StreamEvent]:
-        """Consume upstream bytes; return completed IR events."""
-        if self._done:
-            return []
-        try:
-            frames = self._sse.feed(chunk)
-        except SseBufferOverflow as e:
-            self._done = True
-            return [StreamError(ErrorKind.API_ERROR, str(e))]
-        out: list[StreamEvent] = []
-        for event, data in frames:
-            self._frame(event, data, out)
-            if self._done:
-                break
-        return out
-
-    def close(self) -> list[StreamEvent]:
-        """End of body: a ``StreamError`` unless the response completed (or failed) in-band."""
-        if self._done:
-            return []
-        out: list[StreamEvent] = []
-        for event, data in self._sse.close():
-            self._frame(event, data, out)
-            if self._done:
-                return out
-        self._done = True
-        out.append(StreamError(ErrorKind.API_ERROR, PREMATURE_END))
-        return out
-
     # ------------------------------------------------------------ frames
 
     def _frame(self, event: str | None, data: str, out: list[StreamEvent]) -> None:
         if data.startswith("[DONE]"):
             return
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            obj = None
-        if not isinstance(obj, dict):
-            self._done = True
-            out.append(StreamError(ErrorKind.API_ERROR, "upstream sent a malformed stream event"))
-            return
+        obj = json_object(data)
         t = obj.get("type") or event
         if t in _TEXT_DELTAS:
             key = (obj.get("output_index", 0), obj.get("content_index", 0))
@@ -152,11 +110,11 @@ class ResponsesStreamDecoder:
         elif t == "response.failed":
             resp = obj.get("response") or {}
             kind, msg = error_kind(resp.get("error"))
-            self._fail(kind, msg, out)
+            self._upstream_error(kind, msg, out)
         elif t == "error":
             err = obj.get("error")
             kind, msg = error_kind(err if isinstance(err, dict) else obj)
-            self._fail(kind, msg, out)
+            self._upstream_error(kind, msg, out)
 
     def _begin(self, resp: dict[str, Any], out: list[StreamEvent]) -> None:
         if not self._started:
@@ -222,6 +180,3 @@ class ResponsesStreamDecoder:
         out.append(MessageStop())
         self._done = True
 
-    def _fail(self, kind: str, message: str, out: list[StreamEvent]) -> None:
-        self._done = True
-        out.append(StreamError(kind, message))
