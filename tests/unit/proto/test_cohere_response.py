@@ -50,7 +50,7 @@ def test_fixture_chat_text() -> None:
     assert r.id == "83e3e297-264b-478e-9b22-5058386292ed"
     assert r.content == [TextBlock(src["message"]["content"][0]["text"])]
     assert r.stop_reason is StopReason.END_TURN
-    assert r.usage == Usage(input_tokens=7, output_tokens=88)
+    assert r.usage == Usage(input_tokens=69, output_tokens=89)     # tokens, not billed_units
 
 
 def test_fixture_tool_call_plan_then_calls() -> None:
@@ -61,7 +61,7 @@ def test_fixture_tool_call_plan_then_calls() -> None:
         ToolUseBlock("get_weather_d7arjgsc96yf", "get_weather", {"location": "Tokyo"}),
     ]
     assert r.stop_reason is StopReason.TOOL_USE
-    assert r.usage == Usage(input_tokens=62, output_tokens=28)
+    assert r.usage == Usage(input_tokens=968, output_tokens=83)
 
 
 def test_fixture_tool_result_followup_with_citations() -> None:
@@ -69,7 +69,7 @@ def test_fixture_tool_result_followup_with_citations() -> None:
     assert r.content == [
         TextBlock("The current time in Tokyo is 4:20 PM and the weather is sunny with a temperature of 20°C.")
     ]
-    assert r.stop_reason is StopReason.END_TURN and r.usage == Usage(input_tokens=94, output_tokens=27)
+    assert r.stop_reason is StopReason.END_TURN and r.usage == Usage(input_tokens=1094, output_tokens=102)
 
 
 def test_fixture_thinking() -> None:
@@ -77,7 +77,7 @@ def test_fixture_thinking() -> None:
     r = DIALECT.read_response(src)
     content = src["message"]["content"]
     assert r.content == [ThinkingBlock(content[0]["thinking"]), TextBlock(content[1]["text"])]
-    assert r.usage == Usage(input_tokens=431, output_tokens=661)
+    assert r.usage == Usage(input_tokens=2190, output_tokens=1257)
 
 
 def test_tokens_used_when_billed_units_absent_and_cached_tokens_split_out() -> None:
@@ -209,7 +209,7 @@ def test_write_text_response_and_native_uuid_kept() -> None:
     out = DIALECT.write_response(DIALECT.read_response(src), "command", IrRequest())
     assert out == {
         **src,
-        "usage": {"billed_units": src["usage"]["billed_units"], "tokens": src["usage"]["billed_units"]},
+        "usage": {"billed_units": src["usage"]["tokens"], "tokens": src["usage"]["tokens"]},
     }
     parsed = sdk_chat(out)
     assert parsed.message.content[0].text == src["message"]["content"][0]["text"]

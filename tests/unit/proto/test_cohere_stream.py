@@ -175,7 +175,7 @@ def test_fixture_chat_stream() -> None:
     assert "".join(captured).startswith("Arrrr, matey! Shiver me timbers")
     assert events[-3:] == [
         BlockStop(0),
-        MessageDelta(StopReason.END_TURN, None, Usage(input_tokens=7, output_tokens=109)),
+        MessageDelta(StopReason.END_TURN, None, Usage(input_tokens=69, output_tokens=110)),
         MessageStop(),
     ]
     assert decode(raw, step=1) == events
@@ -198,7 +198,7 @@ def test_tool_plan_and_tool_calls() -> None:
         BlockStart(2, ToolUseBlock("get_time_def", "get_time", {})),
         BlockDelta(2, "input_json", '{"location":"Tokyo"}'),
         BlockStop(2),
-        MessageDelta(StopReason.TOOL_USE, None, Usage(input_tokens=62, output_tokens=28)),
+        MessageDelta(StopReason.TOOL_USE, None, Usage(input_tokens=968, output_tokens=83)),
         MessageStop(),
     ]
 
@@ -312,7 +312,7 @@ def test_cohere_provider_stream_to_openai_client_chunks() -> None:
         1: {"id": "get_time_def", "name": "get_time", "arguments": '{"location":"Tokyo"}'},
     }
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
-    assert chunks[-1].usage.prompt_tokens == 62 and chunks[-1].usage.completion_tokens == 28
+    assert chunks[-1].usage.prompt_tokens == 968 and chunks[-1].usage.completion_tokens == 83
 
 
 def test_anthropic_stream_to_a_cohere_client_and_the_sdk_parses_it() -> None:

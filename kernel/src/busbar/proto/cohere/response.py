@@ -15,9 +15,10 @@ Decisions worth knowing:
 
 - ``tool_plan`` (the model's plan before its tool calls) is a ``TextBlock`` ahead of the calls;
   written back, the text of an answer that has tool calls becomes ``tool_plan`` again.
-- Usage: ``billed_units`` (what Cohere bills) when present, else ``tokens``; ``cached_tokens``
-  counts as cache reads and is taken out of ``input_tokens``. Written back, both ``billed_units``
-  and ``tokens`` carry the IR figures.
+- Usage: ``tokens`` (what the model read and wrote) are the totals, ``billed_units`` (billed
+  after discounts) only when ``tokens`` is absent; ``cached_tokens`` counts as cache reads and is
+  taken out of the input total. Written back, both ``billed_units`` and ``tokens`` carry the IR
+  figures.
 - Finish reasons (case C043): ``COMPLETE`` -> ``end_turn``, ``STOP_SEQUENCE`` -> ``stop_sequence``
   (Cohere does not say which one matched: ``stop_sequence`` stays None), ``MAX_TOKENS`` ->
   ``max_tokens``, ``TOOL_CALL`` -> ``tool_use``. ``ERROR…`` and ``TIMEOUT`` are not answers:
@@ -98,13 +99,21 @@ def finish_to_ir(finish: Any, has_calls: bool) -> StopReason:
 
 
 def usage_from_cohere(u: dict[str, Any] | None) -> Usage:
-    """Cohere ``usage`` -> IR ``Usage`` (``billed_units`` preferred, else ``tokens``)."""
+    """Cohere ``usage`` -> IR ``Usage``.
+
+    ``tokens`` (what the model read and wrote) are the totals; ``billed_units`` (what is billed
+    after discounts, often far less) only stand in when ``tokens`` is absent. ``cached_tokens``
+    is the cache-read part of the input: IR ``input_tokens = tokens.input_tokens - cached_tokens``,
+    so the prompt total every client sees is ``tokens.input_tokens``. Counts that are not
+    integers raise ``TypeError``/``ValueError``.
+    """
     if not u:
         return Usage()
-    src = u.get("billed_units") or u.get("tokens") or {}
+    src = u.get("tokens") or u.get("billed_units") or {}
+    total = int(src.get("input_tokens") or 0)
     cached = int(u.get("cached_tokens") or 0)
     return Usage(
-        input_tokens=max(int(src.get("input_tokens") or 0) - cached, 0),
+        input_tokens=max(total - cached, 0),
         output_tokens=int(src.get("output_tokens") or 0),
         cache_read_tokens=cached,
     )
