@@ -30,6 +30,7 @@ from busbar.ir.model import (
 )
 from busbar.proto.bedrock.eventstream import EventStreamDecoder, encode_event, encode_message, header
 from busbar.proto.registry import DIALECTS
+from tests.support.mutate import json_values, replaced
 
 IR_EVENTS = (MessageStart, BlockStart, BlockDelta, BlockStop, MessageDelta, MessageStop, StreamError)
 STORE = FixtureStore(default_fixtures_dir())
@@ -46,35 +47,8 @@ SSE_CAPTURES = {
 EVENTSTREAM_CAPTURES = ["bedrock/converse-stream-text.response.eventstream",
                         "bedrock/converse-stream-reasoning.response.eventstream"]
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=6,
-)
 garbage = st.sampled_from([b"not an event\n\n", b"<html>502 Bad Gateway</html>\n\n", b"\x00\xff\xfe garbage\n\n",
                            b'{"choices": []}\n\n', b"data: {not json\n\n", b"data: [1, 2]\n\n"]) | st.binary(max_size=40)
-
-
-def _paths(obj: Any, at: tuple = ()) -> list[tuple]:
-    """Every path to a value inside ``obj`` (dict keys and list indexes), ``obj`` itself included."""
-    out = [at]
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out += _paths(v, (*at, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            out += _paths(v, (*at, i))
-    return out
-
-
-def _replace(obj: Any, path: tuple, value: Any) -> Any:
-    if not path:
-        return value
-    parent = obj
-    for key in path[:-1]:
-        parent = parent[key]
-    parent[path[-1]] = value
-    return obj
 
 
 def _mutate_json(data: bytes, pick: int, value: Any) -> bytes | None:
@@ -82,8 +56,7 @@ def _mutate_json(data: bytes, pick: int, value: Any) -> bytes | None:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
-    paths = _paths(obj)
-    return json.dumps(_replace(obj, paths[pick % len(paths)], value)).encode()
+    return json.dumps(replaced(obj, pick, value)).encode()
 
 
 def _mutate_sse_frame(frame: bytes, pick: int, value: Any) -> bytes:

@@ -77,6 +77,39 @@ _KNOWN = frozenset(
 _CHOICE = {"auto": "auto", "any": "required", "tool": "tool"}
 
 
+def _obj(v: Any, where: str, shape: str = "an object") -> dict[str, Any]:
+    """``v`` when it is a JSON object, else a ``BadRequest`` naming ``where`` and the expected ``shape``."""
+    if not isinstance(v, dict):
+        raise BadRequest(f"{where}: must be {shape}, found {_json_type(v)}")
+    return v
+
+
+def _opt_str(v: Any, where: str) -> str | None:
+    if v is not None and not isinstance(v, str):
+        raise BadRequest(f"{where}: must be a string, found {_json_type(v)}")
+    return v
+
+
+def _opt_num(v: Any, where: str, integer: bool = False) -> Any:
+    ok = isinstance(v, int) if integer else isinstance(v, (int, float))
+    if v is not None and (isinstance(v, bool) or not ok):
+        raise BadRequest(f"{where}: must be {'an integer' if integer else 'a number'}, found {_json_type(v)}")
+    return v
+
+
+def _json_type(v: Any) -> str:
+    """The JSON name of ``v``'s type (``object``, ``array``, ``string``, ``number``, ``boolean``, ``null``)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
 def _mark(blocks: list[Any]) -> None:
     if blocks:
         blocks[-1].cache_control = dict(EPHEMERAL)
@@ -113,15 +146,18 @@ def read_request(body: dict[str, Any]) -> IrRequest:
         ir.system = read_content(system, "system")
     extra = ir.extra
     tc = body.get("toolConfig")
-    if isinstance(tc, dict):
-        _read_tool_config(tc, ir)
+    if tc is not None:
+        _read_tool_config(_obj(tc, "toolConfig", "an object like {\"tools\": [{\"toolSpec\": {...}}]}"), ir)
     ic = body.get("inferenceConfig")
-    if isinstance(ic, dict):
-        ir.max_tokens = ic.get("maxTokens")
-        ir.temperature = ic.get("temperature")
-        ir.top_p = ic.get("topP")
+    if ic is not None:
+        _obj(ic, "inferenceConfig", "an object like {\"maxTokens\": 512}")
+        ir.max_tokens = _opt_num(ic.get("maxTokens"), "inferenceConfig.maxTokens", integer=True)
+        ir.temperature = _opt_num(ic.get("temperature"), "inferenceConfig.temperature")
+        ir.top_p = _opt_num(ic.get("topP"), "inferenceConfig.topP")
         stop = ic.get("stopSequences")
         if stop:
+            if not isinstance(stop, list) or not all(isinstance(x, str) for x in stop):
+                raise BadRequest("inferenceConfig.stopSequences: must be a list of strings")
             ir.stop = list(stop)
         rest = {k: v for k, v in ic.items() if k not in ("maxTokens", "temperature", "topP", "stopSequences")}
         if rest:
@@ -162,8 +198,9 @@ def _read_tool_config(tc: dict[str, Any], ir: IrRequest) -> None:
         name = spec.get("name")
         if not isinstance(name, str) or not name:
             raise BadRequest(f"toolConfig.tools.{k}.toolSpec.name: required")
-        tool = IrTool(name, spec.get("description"))
-        schema = (spec.get("inputSchema") or {}).get("json")
+        tool = IrTool(name, _opt_str(spec.get("description"), f"toolConfig.tools.{k}.toolSpec.description"))
+        schema = _obj(spec.get("inputSchema") or {}, f"toolConfig.tools.{k}.toolSpec.inputSchema",
+                      "an object like {\"json\": {<JSON schema>}}").get("json")
         if isinstance(schema, dict) and schema:
             tool.input_schema = schema
         out.append(tool)
@@ -173,7 +210,11 @@ def _read_tool_config(tc: dict[str, Any], ir: IrRequest) -> None:
         mode = next(iter(choice))
         if mode not in _CHOICE:
             raise BadRequest("toolConfig.toolChoice: must be one of {auto: {}}, {any: {}}, {tool: {name}}")
-        name = (choice.get("tool") or {}).get("name") if mode == "tool" else None
+        name = None
+        if mode == "tool":
+            name = _obj(choice["tool"], "toolConfig.toolChoice.tool", "an object like {\"name\": \"<tool>\"}").get("name")
+            if not isinstance(name, str) or not name:
+                raise BadRequest("toolConfig.toolChoice.tool.name: required, the name of one of toolConfig.tools")
         ir.tool_choice = ToolChoice(_CHOICE[mode], name)
 
 
@@ -204,48 +245,63 @@ def read_block(b: dict[str, Any], where: str) -> IrBlock:
             raise BadRequest(f"{where}.text: must be a string")
         return TextBlock(text)
     if "toolUse" in b:
-        tu = b["toolUse"] or {}
-        return ToolUseBlock(tu.get("toolUseId") or "", tu.get("name") or "", tu.get("input", {}))
+        tu = _obj(b["toolUse"], f"{where}.toolUse",
+                  "an object like {\"toolUseId\": \"t1\", \"name\": \"get_weather\", \"input\": {}}")
+        return ToolUseBlock(_opt_str(tu.get("toolUseId"), f"{where}.toolUse.toolUseId") or "",
+                            _opt_str(tu.get("name"), f"{where}.toolUse.name") or "", tu.get("input", {}))
     if "toolResult" in b:
-        tr = b["toolResult"] or {}
+        tr = _obj(b["toolResult"], f"{where}.toolResult",
+                  "an object like {\"toolUseId\": \"t1\", \"content\": [{\"text\": \"...\"}]}")
+        content = tr.get("content") or []
+        if not isinstance(content, list):
+            raise BadRequest(f"{where}.toolResult.content: must be a list of blocks like [{{\"text\": \"...\"}}]")
         blocks: list[IrBlock] = []
-        for k, c in enumerate(tr.get("content") or ()):
-            if isinstance(c, dict) and "json" in c:
+        for k, c in enumerate(content):
+            at = f"{where}.toolResult.content.{k}"
+            if not isinstance(c, dict) or not c:
+                raise BadRequest(f"{at}: must be one of {{\"text\": ...}}, {{\"json\": ...}}, {{\"image\": ...}}, "
+                                 "{\"document\": ...}")
+            if "json" in c:
                 blocks.append(TextBlock(orjson.dumps(c["json"]).decode()))
             else:
-                blocks.append(read_block(c if isinstance(c, dict) else {}, f"{where}.toolResult.content.{k}"))
-        return ToolResultBlock(tr.get("toolUseId") or "", blocks, tr.get("status") == "error")
+                blocks.append(read_block(c, at))
+        return ToolResultBlock(_opt_str(tr.get("toolUseId"), f"{where}.toolResult.toolUseId") or "", blocks,
+                               tr.get("status") == "error")
     if "reasoningContent" in b:
-        rc = b["reasoningContent"] or {}
+        rc = _obj(b["reasoningContent"], f"{where}.reasoningContent",
+                  "an object like {\"reasoningText\": {\"text\": \"...\"}}")
         rt = rc.get("reasoningText")
         if isinstance(rt, dict):
-            return ThinkingBlock(rt.get("text") or "", rt.get("signature"))
+            return ThinkingBlock(_opt_str(rt.get("text"), f"{where}.reasoningContent.reasoningText.text") or "",
+                                 _opt_str(rt.get("signature"), f"{where}.reasoningContent.reasoningText.signature"))
         if "redactedContent" in rc:
-            return ThinkingBlock(redacted=True, data=rc["redactedContent"])
+            data = _opt_str(rc["redactedContent"], f"{where}.reasoningContent.redactedContent")
+            return ThinkingBlock(redacted=True, data=data)
         raise BadRequest(f"{where}.reasoningContent: needs reasoningText or redactedContent")
     if "image" in b:
-        img = b["image"] or {}
+        img = _obj(b["image"], f"{where}.image", "an object like {\"format\": \"png\", \"source\": {\"bytes\": ...}}")
         fmt = img.get("format")
-        data = (img.get("source") or {}).get("bytes")
-        if fmt not in IMAGE_FORMATS:
+        data = _obj(img.get("source") or {}, f"{where}.image.source", "an object like {\"bytes\": \"<base64>\"}").get("bytes")
+        if not isinstance(fmt, str) or fmt not in IMAGE_FORMATS:
             raise BadRequest(f"{where}.image.format: {fmt!r} is not one of png, jpeg, gif, webp")
         if not isinstance(data, str):
             raise BadRequest(f"{where}.image.source: only inline bytes are supported (no s3Location)")
         return ImageBlock("base64", media_type=IMAGE_FORMATS[fmt], data=data)
     if "document" in b:
-        doc = b["document"] or {}
+        doc = _obj(b["document"], f"{where}.document",
+                   "an object like {\"format\": \"pdf\", \"name\": \"doc\", \"source\": {\"bytes\": ...}}")
         fmt = doc.get("format") or "txt"
-        mime = DOCUMENT_FORMATS.get(fmt)
+        mime = DOCUMENT_FORMATS.get(fmt) if isinstance(fmt, str) else None
         if mime is None:
-            raise BadRequest(f"{where}.document.format: {fmt!r} is not supported")
-        src = doc.get("source") or {}
+            raise BadRequest(f"{where}.document.format: {fmt!r} is not one of {', '.join(DOCUMENT_FORMATS)}")
+        src = _obj(doc.get("source") or {}, f"{where}.document.source", "an object like {\"bytes\": \"<base64>\"}")
         if isinstance(src.get("bytes"), str):
             data = src["bytes"]
         elif isinstance(src.get("text"), str):
             data = base64.b64encode(src["text"].encode()).decode("ascii")
         else:
             raise BadRequest(f"{where}.document.source: only bytes or text are supported (no s3Location)")
-        return DocumentBlock(mime, data=data, name=doc.get("name"))
+        return DocumentBlock(mime, data=data, name=_opt_str(doc.get("name"), f"{where}.document.name"))
     kind = next(iter(b))
     raise BadRequest(
         f"{where}.{kind}: not supported (text, image, document, toolUse, toolResult, "
