@@ -3,6 +3,7 @@ real Converse request is either read, or refused with ``BadRequest`` naming the 
 another exception (which would be a 500) — and what is read can be written for every dialect."""
 from __future__ import annotations
 
+import json
 import os
 
 import orjson
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from busbar.devtools.mock_provider.fixtures import FixtureStore, default_fixtures_dir
+from busbar_mock_provider.fixtures import FixtureStore, default_fixtures_dir
 from busbar.proto.bedrock.request import read_request
 from busbar.proto.errors import BadRequest
 from busbar.proto.registry import DIALECTS
@@ -49,7 +50,7 @@ def _write_everywhere(body) -> None:
 @given(pick=st.integers(0, 10_000), value=json_values)
 def test_any_value_anywhere_is_read_or_refused_with_a_400(base, pick, value):
     body = TOOL_TURN if base == "tool-turn" else orjson.loads(STORE.read(base))
-    _write_everywhere(replaced(body, pick, value))
+    _write_everywhere(orjson.loads(json.dumps(replaced(body, pick, value))))   # as the front door parses it
 
 
 @pytest.mark.parametrize(("content", "message"), [

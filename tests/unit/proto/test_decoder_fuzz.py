@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from busbar.devtools.mock_provider.fixtures import FixtureStore, default_fixtures_dir, split_eventstream, split_sse
+from busbar_mock_provider.fixtures import FixtureStore, default_fixtures_dir, split_eventstream, split_sse
 from busbar.ir.model import (
     BlockDelta,
     BlockStart,

@@ -12,6 +12,7 @@ import pytest
 from busbar.ir.model import IrMessage, IrRequest, TextBlock, ToolResultBlock, ToolUseBlock
 from busbar.proto.anthropic import DIALECT as ANTHROPIC
 from busbar.proto.gemini import DIALECT as GEMINI
+from busbar.proto.gemini import request_writer as gemini_writer
 from busbar.proto.openai import DIALECT as OPENAI
 from busbar.proto.sse import SseParser
 
@@ -160,7 +161,7 @@ def test_c037_unsigned_history_gets_no_signature_unless_the_lane_opts_in() -> No
     )
     parts = GEMINI.write_request(ir, "m")["contents"][1]["parts"]
     assert all("thoughtSignature" not in p for p in parts)
-    parts = GEMINI.write_request(ir, "m", thought_signature_placeholder=True)["contents"][1]["parts"]
+    parts = gemini_writer.write_request(ir, "m", thought_signature_placeholder=True)["contents"][1]["parts"]
     assert [p.get("thoughtSignature") for p in parts] == ["skip_thought_signature_validator", None]
 
 

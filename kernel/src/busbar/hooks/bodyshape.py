@@ -26,7 +26,6 @@ from collections.abc import Callable
 from typing import Any
 
 from busbar.hooks.projection import Sizes
-from busbar.proto.openai.dialect import OpenAIDialect
 
 __all__ = ["body_sizes"]
 
@@ -64,14 +63,14 @@ def _openai(body: dict[str, Any]) -> Sizes | None:
     return count, False, total, mct if mct is not None else body.get("max_tokens")
 
 
-_READERS: dict[type, Callable[[dict[str, Any]], Sizes | None]] = {OpenAIDialect: _openai}
+_READERS: dict[str, Callable[[dict[str, Any]], Sizes | None]] = {"openai": _openai}
 
 
 def body_sizes(ingress: Any, body: Any) -> Sizes | None:
     """The request's :data:`busbar.hooks.projection.Sizes` read from ``body`` (the client's parsed
     JSON) for the ``ingress`` dialect, or ``None`` when this body needs the IR (see the module
     docstring). Never raises."""
-    reader = _READERS.get(type(ingress))
+    reader = _READERS.get(getattr(ingress, "name", None))
     if reader is None or type(body) is not dict:
         return None
     return reader(body)

@@ -12,9 +12,9 @@ Source: ORIGINAL.md §2.2 (``ProtocolReader``/``ProtocolWriter``), seeds 001 "pr
 """
 from __future__ import annotations
 
-import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from busbar.ir.model import IrRequest, IrResponse, StreamEvent
 
@@ -101,12 +101,23 @@ class StreamEncoder(Protocol):
 
 
 class Dialect(Protocol):
-    """One wire protocol, both directions. Implementations live in ``busbar.proto.<name>``."""
+    """One wire protocol, both directions. Implementations live in ``busbar.proto.<name>``, each
+    a ``busbar.proto.dialect.ModularDialect`` built from the protocol's modules.
+
+    Every member exists on every dialect; the optional capabilities have neutral defaults:
+    ``normalize_request`` returns the body as is, ``write_request`` ignores ``prompt_caching``,
+    ``read_error`` ignores ``headers`` and ``egress_request`` returns ``None`` (the proxy's
+    standard URL and headers) unless the protocol needs them.
+    """
 
     name: str
     requires_max_tokens: bool
 
     # ---- ingress (Busbar is the server)
+    def normalize_request(self, body: dict) -> dict:
+        """The client body in the protocol's canonical spelling (Gemini snake_case -> camelCase);
+        the same object when nothing changes. Raises ``BadRequest`` for a field spelled both ways."""
+
     def read_request(self, body: dict) -> IrRequest:
         """Client body -> IR. Raises ``busbar.proto.errors.BadRequest`` for a malformed body."""
 
@@ -120,8 +131,9 @@ class Dialect(Protocol):
         """The dialect's native error envelope: (status, headers, body bytes)."""
 
     # ---- egress (Busbar is the client)
-    def write_request(self, req: IrRequest, upstream_model: str) -> dict:
-        """IR -> provider body. Never emits empty optional collections (case C011)."""
+    def write_request(self, req: IrRequest, upstream_model: str, *, prompt_caching: bool = False) -> dict:
+        """IR -> provider body. Never emits empty optional collections (case C011).
+        ``prompt_caching``: the lane's flag, for model-gated cache markers (Bedrock ``cachePoint``)."""
 
     def read_response(self, body: dict) -> IrResponse:
         """Provider body -> IR."""
@@ -129,21 +141,11 @@ class Dialect(Protocol):
     def stream_decoder(self) -> StreamDecoder:
         """A decoder for the provider's stream."""
 
-    def read_error(self, status: int, body: bytes) -> UpstreamErrorInfo:
-        """Extract code/message from a provider error body (tolerates non-JSON)."""
+    def read_error(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> UpstreamErrorInfo:
+        """Extract code/message from a provider error (tolerates non-JSON); ``headers`` are read
+        where the protocol names the error in one (Bedrock's ``x-amzn-errortype``)."""
 
-
-_ACCEPTS: dict[tuple[int, str, str], bool] = {}
-
-
-def accepts_keyword(dialect, method: str, keyword: str) -> bool:
-    """Whether ``dialect.<method>`` takes the optional ``keyword`` (cached per dialect object).
-
-    Dialect-specific extras ride on the shared seam this way: Bedrock's ``read_error(headers=)``
-    and ``write_request(prompt_caching=)``.
-    """
-    key = (id(dialect), method, keyword)
-    hit = _ACCEPTS.get(key)
-    if hit is None:
-        hit = _ACCEPTS[key] = keyword in inspect.signature(getattr(dialect, method)).parameters
-    return hit
+    def egress_request(self, provider: Any, upstream_model: str, stream: bool, body: bytes,
+                       auth_headers: dict[str, str] | None) -> tuple[str, dict[str, str], bytes] | None:
+        """``(URL, headers, body)`` of one upstream call for protocols that lay it out themselves
+        (model in the URL, SigV4, Bearer dialects); ``None``: the proxy's standard layout."""

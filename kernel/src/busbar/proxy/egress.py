@@ -8,9 +8,9 @@
   2023-06-01`` always); openai / responses / cohere ``Authorization: Bearer``; gemini
   ``x-goog-api-key``; bedrock AWS SigV4 (signed by the dialect). A set ``auth`` style (bearer,
   api-key, jwt-bearer, oauth-client-credentials) is computed by ``Credentials``.
-- URL: dialects that know their own layout (model in the URL, SigV4) implement
-  ``egress_request``; for openai and anthropic it is ``base_url`` + ``path`` or the standard
-  path. Anthropic with ``path_base`` is Claude-on-Vertex: ``{base}{path_base}/{model}:rawPredict``
+- URL: a dialect that knows its own layout (model in the URL, SigV4, Bearer) returns it from
+  ``egress_request``; for openai and anthropic (``None``) it is ``base_url`` + ``path`` or the
+  standard path. Anthropic with ``path_base`` is Claude-on-Vertex: ``{base}{path_base}/{model}:rawPredict``
   (the model percent-encoded as one path segment, ``@`` kept; ``:streamRawPredict`` when
   streaming) with ``anthropic_version: vertex-2023-10-16`` in the body
   in place of ``model``.
@@ -24,7 +24,7 @@ Source: seeds 001 "providers.yaml", "providers", "limits"; ORIGINAL §2.2 (egres
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import httpx
@@ -32,7 +32,7 @@ import orjson
 
 from busbar.config.schema import LimitsConfig
 from busbar.modelname import path_segment
-from busbar.proto.base import UpstreamErrorInfo, accepts_keyword
+from busbar.proto.base import UpstreamErrorInfo
 from busbar.proxy.runtime import Provider
 
 if TYPE_CHECKING:
@@ -97,10 +97,9 @@ async def prepare(gw: Gateway, provider: Provider, upstream_model: str, stream: 
                   body: bytes) -> tuple[str, dict[str, str], bytes]:
     """(url, headers, body) of one attempt; raises ``CredentialError`` when a token can't be minted."""
     auth = await gw.credentials.headers(provider) if provider.auth is not None else None
-    dialect = provider.dialect
-    egress_request: Callable[..., tuple[str, dict[str, str], bytes]] | None = getattr(dialect, "egress_request", None)
-    if egress_request is not None:
-        return egress_request(provider, upstream_model, stream, body, auth)
+    own = provider.dialect.egress_request(provider, upstream_model, stream, body, auth)
+    if own is not None:
+        return own
     headers = gw.auth[provider.name] if auth is None else _styled_headers(provider, auth)
     if provider.protocol == "anthropic" and provider.path_base and not provider.path:
         doc = orjson.loads(body)
@@ -111,11 +110,9 @@ async def prepare(gw: Gateway, provider: Provider, upstream_model: str, stream: 
 
 
 def read_upstream_error(dialect: Dialect, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamErrorInfo:
-    """``dialect.read_error`` with the response headers for dialects whose error identity travels
-    in a header (Bedrock's ``x-amzn-errortype``); one call site for attempts and health probes."""
-    if accepts_keyword(dialect, "read_error", "headers"):
-        return dialect.read_error(status, body, headers=headers)  # type: ignore[call-arg]  # Bedrock's extra
-    return dialect.read_error(status, body)
+    """``dialect.read_error`` with the response headers (Bedrock names its error in
+    ``x-amzn-errortype``; the other dialects ignore them); one call site for attempts and probes."""
+    return dialect.read_error(status, body, headers)
 
 
 def make_client(limits: LimitsConfig, transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from busbar.ir.model import IrRequest, ReasoningAsk
-from busbar.proto.base import accepts_keyword
 
 if TYPE_CHECKING:
     from busbar.config.schema import LimitsConfig
@@ -119,15 +118,8 @@ def build_body(call: Call, lane: Lane, member_reasoning: bool, limits: LimitsCon
     ir.dropped = dropped
     if dropped:
         log.info("translation %s -> %s dropped %s", call.ingress.name, egress.name, ", ".join(dropped))
-    return orjson.dumps(egress.write_request(ir, lane.upstream_model, **_lane_options(egress, lane))), dropped
-
-
-def _lane_options(egress: Dialect, lane: Lane) -> dict[str, bool]:
-    """Per-lane writer options for dialects whose markers are model-gated: Bedrock ``cachePoint``
-    only with the lane's ``prompt_caching: true`` (seeds 001 "models")."""
-    if accepts_keyword(egress, "write_request", "prompt_caching"):
-        return {"prompt_caching": lane.prompt_caching}
-    return {}
+    # prompt_caching: model-gated markers (Bedrock cachePoint) only with the lane's flag
+    return orjson.dumps(egress.write_request(ir, lane.upstream_model, prompt_caching=lane.prompt_caching)), dropped
 
 
 def _convert_reasoning(ask: ReasoningAsk, table: ReasoningBudgets) -> ReasoningAsk:

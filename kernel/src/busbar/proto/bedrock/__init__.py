@@ -4,6 +4,6 @@
 ``/model/{id}/invoke[-with-response-stream]``).
 """
 
-from busbar.proto.bedrock.dialect import DIALECT, BedrockDialect
+from busbar.proto.bedrock.dialect import DIALECT
 
-__all__ = ["DIALECT", "BedrockDialect"]
+__all__ = ["DIALECT"]

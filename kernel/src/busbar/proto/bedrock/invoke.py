@@ -26,13 +26,13 @@ body), §2.3 "Bedrock"; AWS InvokeModelWithResponseStream (``PayloadPart.bytes``
 from __future__ import annotations
 
 import base64
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
 
 from busbar.ir.model import (
     IrRequest,
-    IrResponse,
     MessageDelta,
     MessageStart,
     MessageStop,
@@ -45,12 +45,12 @@ from busbar.proto.anthropic import request_writer as anthropic_writer
 from busbar.proto.anthropic import response as anthropic_response
 from busbar.proto.anthropic.stream_decoder import AnthropicStreamDecoder
 from busbar.proto.anthropic.stream_encoder import AnthropicStreamEncoder
-from busbar.proto.base import UpstreamErrorInfo
-from busbar.proto.bedrock import errors, sigv4
-from busbar.proto.bedrock.dialect import EVENTSTREAM, USER_AGENT, model_path
+from busbar.proto.bedrock import errors
+from busbar.proto.bedrock.dialect import EVENTSTREAM, model_path, signed_egress
 from busbar.proto.bedrock.eventstream import EventStreamDecoder, Headers, encode_event, split_eventstream
 from busbar.proto.bedrock.stream_decoder import _message_of
 from busbar.proto.decoder import FrameDecoder, MalformedFrame
+from busbar.proto.dialect import ModularDialect
 
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
 """The ``anthropic_version`` Bedrock requires in an invoke body."""
@@ -144,74 +144,28 @@ class InvokeStreamDecoder(FrameDecoder):
             self._done = True
 
 
-class BedrockInvokeDialect:
-    """Anthropic-on-Bedrock invoke: ``name = "bedrock-invoke"``; ``max_tokens`` required (Claude)."""
-
-    name = "bedrock-invoke"
-    requires_max_tokens = True
-
-    def read_request(self, body: dict[str, Any]) -> IrRequest:
-        """Invoke body (Anthropic Messages + ``anthropic_version``, no model) -> IR."""
-        return anthropic_request.read_request(body)
-
-    def write_response(self, resp: IrResponse, model: str, req: IrRequest) -> dict[str, Any]:
-        """IR response -> the Anthropic ``message`` body Bedrock's invoke returns."""
-        return anthropic_response.write_response(resp, model, req)
-
-    def stream_encoder(self, model: str, req: IrRequest) -> InvokeStreamEncoder:
-        """An encoder of chunk messages for an invoke-with-response-stream client."""
-        return InvokeStreamEncoder(model, req)
-
-    def error_response(self, status: int, kind: str, message: str) -> tuple[int, dict[str, str], bytes]:
-        """Bedrock's error envelope (``x-amzn-errortype``), as for Converse."""
-        return errors.error_response(status, kind, message)
-
-    def write_request(self, req: IrRequest, upstream_model: str) -> dict[str, Any]:
-        """IR -> invoke body: the Anthropic body without ``model``/``stream``, with ``anthropic_version``."""
-        body = anthropic_writer.write_request(req, upstream_model)
-        body.pop("model", None)
-        body.pop("stream", None)
-        body["anthropic_version"] = ANTHROPIC_VERSION
-        return body
-
-    def read_response(self, body: dict[str, Any]) -> IrResponse:
-        """Invoke answer (an Anthropic ``message``) -> IR."""
-        return anthropic_response.read_response(body)
-
-    def stream_decoder(self) -> InvokeStreamDecoder:
-        """A decoder of invoke-with-response-stream chunks."""
-        return InvokeStreamDecoder()
-
-    def read_error(self, status: int, body: bytes, headers: Any = None) -> UpstreamErrorInfo:
-        """Bedrock error body/headers -> code/message (see ``errors.read_error``)."""
-        return errors.read_error(status, body, headers)
-
-    def egress_request(
-        self,
-        provider: Any,
-        upstream_model: str,
-        stream: bool,
-        body: bytes,
-        auth_headers: dict[str, str] | None,
-    ) -> tuple[str, dict[str, str], bytes]:
-        """``(URL, headers, body)`` for ``/model/{id}/invoke`` or ``/invoke-with-response-stream``."""
-        verb = "invoke-with-response-stream" if stream else "invoke"
-        url = provider.base_url + model_path(upstream_model, verb)
-        headers = {
-            "content-type": "application/json",
-            "accept": EVENTSTREAM if stream else "application/json",
-            "accept-encoding": "identity",
-        }
-        extra = getattr(provider, "extra_headers", None)
-        if extra:
-            headers.update(extra)
-        if auth_headers is not None:
-            headers.update(auth_headers)
-        else:
-            headers = sigv4.sign(url, body, headers, provider.api_key)
-        headers["user-agent"] = USER_AGENT
-        return url, headers, body
+def write_invoke_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
+    """IR -> invoke body: the Anthropic body without ``model``/``stream``, with ``anthropic_version``."""
+    body = anthropic_writer.write_request(req, upstream_model)
+    body.pop("model", None)
+    body.pop("stream", None)
+    body["anthropic_version"] = ANTHROPIC_VERSION
+    return body
 
 
-DIALECT = BedrockInvokeDialect()
-"""The adapter singleton (``name = "bedrock-invoke"``)."""
+def egress_request(provider: Any, upstream_model: str, stream: bool, body: bytes,
+                   auth_headers: dict[str, str] | None) -> tuple[str, dict[str, str], bytes]:
+    """``(URL, headers, body)`` for ``/model/{id}/invoke`` or ``/invoke-with-response-stream``
+    (headers and signing as for Converse, ``busbar.proto.bedrock.dialect.signed_egress``)."""
+    verb = "invoke-with-response-stream" if stream else "invoke"
+    return signed_egress(provider, provider.base_url + model_path(upstream_model, verb), stream, body, auth_headers)
+
+
+DIALECT = ModularDialect(
+    "bedrock-invoke", requires_max_tokens=True, request=anthropic_request,
+    request_writer=SimpleNamespace(write_request=write_invoke_request), response=anthropic_response,
+    errors=errors, decoder=InvokeStreamDecoder, encoder=InvokeStreamEncoder, egress=egress_request,
+    error_headers=True,
+)
+"""The adapter singleton (``name = "bedrock-invoke"``; ``max_tokens`` required, as for Claude):
+Anthropic bodies both ways, Bedrock's error envelope (``x-amzn-errortype``)."""

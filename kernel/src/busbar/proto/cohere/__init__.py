@@ -1,5 +1,5 @@
 """The Cohere v2 Chat dialect (``/v2/chat``); ``DIALECT`` is the singleton."""
 
-from busbar.proto.cohere.dialect import DIALECT, CohereDialect
+from busbar.proto.cohere.dialect import DIALECT
 
-__all__ = ["DIALECT", "CohereDialect"]
+__all__ = ["DIALECT"]

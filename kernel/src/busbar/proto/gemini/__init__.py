@@ -2,6 +2,6 @@
 
 ``DIALECT`` is the singleton."""
 
-from busbar.proto.gemini.dialect import DIALECT, GeminiDialect
+from busbar.proto.gemini.dialect import DIALECT
 
-__all__ = ["DIALECT", "GeminiDialect"]
+__all__ = ["DIALECT"]
