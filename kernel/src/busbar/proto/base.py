@@ -114,9 +114,10 @@ class Dialect(Protocol):
     requires_max_tokens: bool
 
     # ---- ingress (Busbar is the server)
-    def normalize_request(self, body: dict) -> dict:
-        """The client body in the protocol's canonical spelling (Gemini snake_case -> camelCase);
-        the same object when nothing changes. Raises ``BadRequest`` for a field spelled both ways."""
+    def normalize_request(self, body: dict, method: str = "") -> dict:
+        """The client body in the protocol's canonical spelling (Gemini snake_case -> camelCase)
+        and form (``method``: the path verb, Gemini ``countTokens``); the same object when nothing
+        changes. Raises ``BadRequest`` for a field spelled both ways."""
 
     def read_request(self, body: dict) -> IrRequest:
         """Client body -> IR. Raises ``busbar.proto.errors.BadRequest`` for a malformed body."""

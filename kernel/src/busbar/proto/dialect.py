@@ -60,8 +60,8 @@ class ModularDialect:
             (``(model, req)``).
         egress: ``EgressRequest`` for protocols that build their own URL and headers (model in
             the URL, SigV4, Bearer dialects); ``None`` = the proxy's standard layout.
-        normalize: ``body -> body`` applied to a client body before anything reads or forwards
-            it (Gemini's snake_case spellings); ``None`` = unchanged.
+        normalize: ``(body, method) -> body`` applied to a client body before anything reads or
+            forwards it (Gemini's snake_case spellings, ``countTokens`` form); ``None`` = unchanged.
         caching_gate: the writer takes ``prompt_caching=`` (Bedrock ``cachePoint`` markers are
             model-gated by the lane's ``prompt_caching``).
         error_headers: the error reader takes the response headers (Bedrock's
@@ -75,7 +75,7 @@ class ModularDialect:
                  request_writer: RequestWriter, response: ResponseCodec, errors: ErrorCodec,
                  decoder: Callable[[], StreamDecoder], encoder: Callable[[str, IrRequest], StreamEncoder],
                  egress: EgressRequest | None = None,
-                 normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 normalize: Callable[[dict[str, Any], str], dict[str, Any]] | None = None,
                  caching_gate: bool = False, error_headers: bool = False) -> None:
         self.name = name
         self.requires_max_tokens = requires_max_tokens
@@ -94,13 +94,14 @@ class ModularDialect:
         return f"<dialect {self.name}>"
 
     # ---- ingress (Busbar is the server)
-    def normalize_request(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The client body in the protocol's canonical spelling (the same object when nothing changes).
+    def normalize_request(self, body: dict[str, Any], method: str = "") -> dict[str, Any]:
+        """The client body in the protocol's canonical spelling and form (the same object when
+        nothing changes); ``method`` is the path verb the client called (Gemini ``countTokens``).
 
         Raises:
-            busbar.proto.errors.BadRequest: the body spells one field two ways.
+            busbar.proto.errors.BadRequest: the body spells one field two ways, or does not fit ``method``.
         """
-        return body if self._normalize is None else self._normalize(body)
+        return body if self._normalize is None else self._normalize(body, method)
 
     def read_request(self, body: dict[str, Any]) -> IrRequest:
         """Client body -> IR. Raises ``busbar.proto.errors.BadRequest`` for a malformed body."""

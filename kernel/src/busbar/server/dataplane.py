@@ -110,6 +110,12 @@ class DataPlane:
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, "request body must be a JSON object"), None
         if too_deep(body, len(raw)):
             return _too_deep(dialect, deep_field(body)), None
+        try:                         # one spelling on every hop (Gemini snake_case, countTokens form)
+            normal = dialect.normalize_request(body, route.method)
+        except ProtoError as e:
+            return error_reply(dialect, e.status, e.kind, e.message), None
+        if normal is not body:
+            body, raw = normal, orjson.dumps(normal)
         name = route.name if route.name is not None else body.get("model")
         adhoc_provider = route.adhoc_provider
         if name is None or name == "":

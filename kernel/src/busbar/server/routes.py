@@ -14,6 +14,7 @@ body's ``stream``; path-model protocols name it in the URL and stream by the ver
 | ``/{provider}/{model}/v1/messages`` | anthropic, ad-hoc | provider + model | body |
 | ``/v1beta/models/{m}:generateContent`` (also ``/v1/``) | gemini | path | no |
 | ``/v1beta/models/{m}:streamGenerateContent[?alt=sse]`` | gemini | path | yes (JSON array without ``alt=sse``) |
+| ``/v1beta/models/{m}:countTokens`` | gemini (Gemini lanes only) | path | no |
 | ``/model/{id}/converse`` / ``converse-stream`` | bedrock | path | verb |
 | ``/model/{id}/invoke`` / ``invoke-with-response-stream`` | bedrock-invoke | path | verb |
 
@@ -35,6 +36,7 @@ class Route(NamedTuple):
     adhoc_provider: str | None
     stream: bool | None         # None: from the body's stream flag
     shims: dict[str, bool] | None   # kernel-only request markers (stripped before egress)
+    method: str = ""            # a path-model verb the dialect normalizes for (gemini "countTokens")
 
 
 _BODY_MODEL = {"/v1/chat/completions": "openai", "/v1/responses": "responses", "/v2/chat": "cohere",
@@ -60,6 +62,8 @@ def match(method: str, path: str, query: bytes = b"") -> Route | None:
             alt = parse_qs(query.decode("latin-1")).get("alt", [""])[0]
             shims = None if alt == "sse" else {"__busbar_gemini_json_array": True}
             return Route("gemini", model, None, True, shims)
+        if verb == "countTokens":
+            return Route("gemini", model, None, False, None, "countTokens")
         return None
     if path.startswith("/model/"):
         model, _, verb = path[len("/model/"):].rpartition("/")

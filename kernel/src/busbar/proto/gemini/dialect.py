@@ -18,9 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from busbar.modelname import path_segment
 from busbar.proto.dialect import ModularDialect
-from busbar.proto.gemini import errors, request, request_writer, response
+from busbar.proto.gemini import casing, errors, request, request_writer, response
+from busbar.proto.gemini.casing import COUNT_TOKENS_KEY
 from busbar.proto.gemini.stream_decoder import GeminiStreamDecoder
 from busbar.proto.gemini.stream_encoder import GeminiStreamEncoder
 
@@ -30,6 +33,8 @@ DEFAULT_PATH_BASE = "/v1beta/models"
 
 USER_AGENT = "google-genai-sdk/0.8.0 gl-python/3.11"
 """Pinned native-SDK ``User-Agent`` (§2.24)."""
+
+COUNT_TOKENS_PREFIX = b'{"' + COUNT_TOKENS_KEY.encode() + b'":'
 
 
 def egress_request(
@@ -43,7 +48,8 @@ def egress_request(
 
     URL: ``base_url + (path_base or "/v1beta/models") + "/{model}:generateContent"`` or
     ``":streamGenerateContent?alt=sse"`` (the model percent-encoded as one path segment, ``@``
-    kept: ``busbar.modelname.path_segment``).
+    kept: ``busbar.modelname.path_segment``); a ``{"generateContentRequest": …}`` body goes to
+    ``":countTokens"`` with ``generateContentRequest.model = "models/{model}"``.
 
     Args:
         provider: has ``base_url`` (trailing slash trimmed), ``path_base``, ``api_key`` and
@@ -56,6 +62,10 @@ def egress_request(
     """
     base = provider.base_url + (provider.path_base or DEFAULT_PATH_BASE)
     verb = ":streamGenerateContent?alt=sse" if stream else ":generateContent"
+    if body.startswith(COUNT_TOKENS_PREFIX):    # a countTokens body (see casing.count_tokens_request)
+        doc = orjson.loads(body)
+        doc[COUNT_TOKENS_KEY]["model"] = f"models/{upstream_model}"
+        body, verb = orjson.dumps(doc), ":countTokens"
     url = f"{base}/{path_segment(upstream_model, keep='@')}{verb}"
     headers = {
         "content-type": "application/json",
@@ -76,6 +86,6 @@ def egress_request(
 DIALECT = ModularDialect(
     "gemini", requires_max_tokens=False, request=request, request_writer=request_writer,
     response=response, errors=errors, decoder=GeminiStreamDecoder, encoder=GeminiStreamEncoder,
-    egress=egress_request,
+    egress=egress_request, normalize=casing.normalize_request,
 )
 """The singleton registered under ``"gemini"`` (no ``max_tokens`` requirement)."""

@@ -54,6 +54,7 @@ from busbar.ir.model import (
     ToolChoice,
 )
 from busbar.proto.errors import BadRequest
+from busbar.proto.gemini.casing import COUNT_TOKENS_KEY
 from busbar.proto.gemini.parts import g, json_schema, read_parts
 
 _GEN_KNOWN = {
@@ -102,6 +103,9 @@ def read_request(body: dict[str, Any]) -> IrRequest:
     """
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
+    if COUNT_TOKENS_KEY in body:
+        raise BadRequest("countTokens is answered by Gemini lanes only; this pool or model has a "
+                         "lane of another protocol")
     contents = body.get("contents")
     if not isinstance(contents, list):
         raise BadRequest("contents: required, must be a list of Content objects")
