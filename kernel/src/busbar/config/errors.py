@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from busbar.config.schema_base import SECRET_HINT, UNION_TAGS
+from busbar.faults import FaultList
 
 #: Keys retired by an earlier release: unknown key -> what to write instead.
 RENAMED_KEYS = {
@@ -65,12 +66,8 @@ _TYPE_WORDS = {
 }
 
 
-class ConfigError(Exception):
+class ConfigError(FaultList):
     """The merged config is invalid. ``faults``: one line per fault, file and key path first."""
-
-    def __init__(self, faults: Iterable[str]):
-        self.faults = list(faults)
-        super().__init__("\n".join(self.faults))
 
 
 @dataclass

@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from busbar.proto.base import Disposition
+
 PROTOCOLS = ("anthropic", "openai", "gemini", "bedrock", "responses", "cohere")
 AUTH_STYLES = ("bearer", "api-key", "jwt-bearer", "oauth-client-credentials")
-DISPOSITION_CLASSES = ("rate_limit", "overloaded", "server_error", "timeout", "network", "auth",
-                       "billing", "client_error", "context_length")
+DISPOSITION_CLASSES = Disposition.CLASSES
 STRATEGIES = ("weighted", "cheapest", "fastest", "least_busy", "usage")
 ON_ERROR_TERMINALS = ("nothing", "weighted", "first", "reject")
 ADMIN_SCOPES = ("read-only", "hooks-register", "mint", "full")

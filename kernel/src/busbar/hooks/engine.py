@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from busbar.faults import FaultList
 from busbar.hooks.chain import PoolChain
 from busbar.hooks.check import TERMINALS, check, kind_of, resolve_fallback
 from busbar.hooks.facade import HookFacade
@@ -42,12 +43,8 @@ log = logging.getLogger("busbar.hooks")
 __all__ = ["HookBootError", "HookEngine", "build_engine", "wants_engine"]
 
 
-class HookBootError(Exception):
+class HookBootError(FaultList):
     """The hook config cannot run with the loaded plugins; ``faults``: one line each."""
-
-    def __init__(self, faults: list[str]):
-        super().__init__("\n".join(faults))
-        self.faults = faults
 
 
 class HookEngine:

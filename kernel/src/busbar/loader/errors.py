@@ -14,7 +14,7 @@ Plugin code's own exceptions never escape the loader unwrapped (the original is 
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from busbar.faults import FaultList
 
 __all__ = ["PluginBootError", "PluginCallError", "PluginError", "PluginOpenError", "SecretResolutionError"]
 
@@ -23,16 +23,12 @@ class PluginError(Exception):
     """Base class of the loader's errors."""
 
 
-class PluginBootError(PluginError):
+class PluginBootError(FaultList, PluginError):
     """One or more tarballs are invalid or conflict; the boot (or reload) must not proceed.
 
     Attributes:
         faults: one line per fault, each naming the file(s) and the fix.
     """
-
-    def __init__(self, faults: Iterable[str]) -> None:
-        self.faults = list(faults)
-        super().__init__("\n".join(self.faults))
 
 
 class PluginOpenError(PluginError):

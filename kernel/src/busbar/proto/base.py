@@ -60,6 +60,35 @@ class ErrorKind:
         return ErrorKind.INVALID_REQUEST
 
 
+class Disposition:
+    """The disposition classes of an upstream failure (what decides breaker and failover), in one
+    place: the config's ``error_map`` values, ``busbar.proxy.disposition`` (class -> effect) and
+    the mid-stream mapping below all use these names (``docs/reliability.md#dispositions``)."""
+
+    RATE_LIMIT = "rate_limit"
+    OVERLOADED = "overloaded"
+    SERVER_ERROR = "server_error"
+    TIMEOUT = "timeout"
+    NETWORK = "network"
+    AUTH = "auth"
+    BILLING = "billing"
+    CLIENT_ERROR = "client_error"
+    CONTEXT_LENGTH = "context_length"
+
+    CLASSES = (RATE_LIMIT, OVERLOADED, SERVER_ERROR, TIMEOUT, NETWORK, AUTH, BILLING, CLIENT_ERROR,
+               CONTEXT_LENGTH)
+    """Every class, in the order the docs list them."""
+
+    _OF_KIND = {ErrorKind.RATE_LIMIT: RATE_LIMIT, ErrorKind.OVERLOADED: OVERLOADED,
+                ErrorKind.TIMEOUT: TIMEOUT, ErrorKind.AUTHENTICATION: AUTH, ErrorKind.PERMISSION: AUTH}
+
+    @staticmethod
+    def of_kind(kind: str) -> str:
+        """The class of an in-band stream error of canonical ``kind`` (``rate_limit`` ->
+        ``rate_limit``, ``authentication``/``permission`` -> ``auth`` …; anything else ``server_error``)."""
+        return Disposition._OF_KIND.get(kind, Disposition.SERVER_ERROR)
+
+
 @dataclass(slots=True)
 class UpstreamErrorInfo:
     """What a dialect extracts from a provider's non-2xx body (stage 1a of disposition).

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from busbar.config.schema import LimitsConfig
 from busbar.ir.model import StreamError, StreamEvent
-from busbar.proto.base import StreamDecoder, UpstreamErrorInfo
+from busbar.proto.base import Disposition, StreamDecoder, UpstreamErrorInfo
 from busbar.proto.errors import ProtoError
 from busbar.proxy.credentials import CredentialError
 from busbar.proxy.disposition import classify, parse_retry_after
@@ -180,7 +180,6 @@ async def _read_first(resp: UpstreamResponse, provider: Provider) -> AttemptSucc
     if events and isinstance(events[0], StreamError):
         await resp.aclose()
         err = events[0]
-        cls = {"rate_limit": "rate_limit", "overloaded": "overloaded", "timeout": "timeout",
-               "authentication": "auth", "permission": "auth"}.get(err.kind, "server_error")
+        cls = Disposition.of_kind(err.kind)
         return AttemptFailure(cls, 0, UpstreamErrorInfo(err.kind, err.message), None, reason=cls)
     return AttemptSuccess(resp, first=first, events=events, decoder=(decoder, it))

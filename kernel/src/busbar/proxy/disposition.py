@@ -18,16 +18,18 @@ from __future__ import annotations
 import time
 from email.utils import parsedate_to_datetime
 
-from busbar.proto.base import UpstreamErrorInfo
+from busbar.proto.base import Disposition, UpstreamErrorInfo
 from busbar.proto.context_length import says_context_length
 
 TRANSIENT, HARD_DOWN, CLIENT, CONTEXT = "transient_upstream", "hard_down", "client_error", "context_length"
 
+D = Disposition
 _EFFECT = {
-    "rate_limit": TRANSIENT, "overloaded": TRANSIENT, "server_error": TRANSIENT, "timeout": TRANSIENT,
-    "network": TRANSIENT, "auth": HARD_DOWN, "billing": HARD_DOWN, "client_error": CLIENT,
-    "context_length": CONTEXT,
+    D.RATE_LIMIT: TRANSIENT, D.OVERLOADED: TRANSIENT, D.SERVER_ERROR: TRANSIENT, D.TIMEOUT: TRANSIENT,
+    D.NETWORK: TRANSIENT, D.AUTH: HARD_DOWN, D.BILLING: HARD_DOWN, D.CLIENT_ERROR: CLIENT,
+    D.CONTEXT_LENGTH: CONTEXT,
 }
+assert set(_EFFECT) == set(D.CLASSES), "every disposition class has an effect"
 
 
 def classify(status: int, info: UpstreamErrorInfo | None, error_map: dict[str, str]) -> str:

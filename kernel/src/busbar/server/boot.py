@@ -22,13 +22,11 @@ if TYPE_CHECKING:
     from busbar.loader.secrets import SecretModuleResolver
     from busbar.proxy.gateway import Gateway
 
+from busbar.faults import FaultList
 
-class BootError(Exception):
+
+class BootError(FaultList):
     """The gateway cannot start; ``faults``: one line each."""
-
-    def __init__(self, faults: list[str]):
-        super().__init__("\n".join(faults))
-        self.faults = faults
 
 
 def check_plugins(loaded: LoadedConfig) -> list[str]:

@@ -97,6 +97,17 @@ def _opt_num(v: Any, where: str, integer: bool = False) -> Any:
     return v
 
 
+def _base64(v: Any, where: str) -> str:
+    """``v`` when it is a base64 string (the JSON form of Converse ``bytes``), else a ``BadRequest``."""
+    if not isinstance(v, str):
+        raise BadRequest(f"{where}: only inline bytes are supported (base64 text; no s3Location)")
+    try:
+        base64.b64decode(v, validate=True)
+    except ValueError:
+        raise BadRequest(f"{where}: not valid base64 (standard alphabet, padded)") from None
+    return v
+
+
 def _json_type(v: Any) -> str:
     """The JSON name of ``v``'s type (``object``, ``array``, ``string``, ``number``, ``boolean``, ``null``)."""
     if v is None:
@@ -284,9 +295,7 @@ def read_block(b: dict[str, Any], where: str) -> IrBlock:
         data = _obj(img.get("source") or {}, f"{where}.image.source", "an object like {\"bytes\": \"<base64>\"}").get("bytes")
         if not isinstance(fmt, str) or fmt not in IMAGE_FORMATS:
             raise BadRequest(f"{where}.image.format: {fmt!r} is not one of png, jpeg, gif, webp")
-        if not isinstance(data, str):
-            raise BadRequest(f"{where}.image.source: only inline bytes are supported (no s3Location)")
-        return ImageBlock("base64", media_type=IMAGE_FORMATS[fmt], data=data)
+        return ImageBlock("base64", media_type=IMAGE_FORMATS[fmt], data=_base64(data, f"{where}.image.source.bytes"))
     if "document" in b:
         doc = _obj(b["document"], f"{where}.document",
                    "an object like {\"format\": \"pdf\", \"name\": \"doc\", \"source\": {\"bytes\": ...}}")
@@ -295,8 +304,8 @@ def read_block(b: dict[str, Any], where: str) -> IrBlock:
         if mime is None:
             raise BadRequest(f"{where}.document.format: {fmt!r} is not one of {', '.join(DOCUMENT_FORMATS)}")
         src = _obj(doc.get("source") or {}, f"{where}.document.source", "an object like {\"bytes\": \"<base64>\"}")
-        if isinstance(src.get("bytes"), str):
-            data = src["bytes"]
+        if "bytes" in src:
+            data = _base64(src["bytes"], f"{where}.document.source.bytes")
         elif isinstance(src.get("text"), str):
             data = base64.b64encode(src["text"].encode()).decode("ascii")
         else:
