@@ -44,6 +44,7 @@ from busbar.ir.model import (
     ToolUseBlock,
 )
 from busbar.proto.errors import BadRequest
+from busbar.proto.writer import drop
 
 DEFAULT_MAX_TOKENS = 4096
 """``limits.default_max_tokens``: written only when the caller left ``max_tokens`` unset."""
@@ -55,11 +56,6 @@ MIN_THINKING_BUDGET = 1024
 """The API minimum ``budget_tokens``; also the answer tokens always left under ``max_tokens``."""
 
 _CHOICE = {"auto": "auto", "required": "any", "tool": "tool", "none": "none"}
-
-
-def _drop(dropped: list[str], name: str) -> None:
-    if name not in dropped:
-        dropped.append(name)
 
 
 def thinking_budget(req: IrRequest, max_tokens: int) -> int | None:
@@ -130,24 +126,24 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
     if budget is not None and tc is not None and req.tools and tc.mode in ("required", "tool"):
         budget = None
     if req.reasoning is not None and budget is None:
-        _drop(dropped, "reasoning")
+        drop(dropped, "reasoning")
     if budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
     if req.temperature is not None:
         if budget is None:
             body["temperature"] = req.temperature
         else:
-            _drop(dropped, "temperature")
+            drop(dropped, "temperature")
     if req.top_p is not None:
         if budget is None or req.top_p >= 0.95:
             body["top_p"] = req.top_p
         else:
-            _drop(dropped, "top_p")
+            drop(dropped, "top_p")
     if req.top_k is not None:
         if budget is None:
             body["top_k"] = req.top_k
         else:
-            _drop(dropped, "top_k")
+            drop(dropped, "top_k")
     if req.stop:
         body["stop_sequences"] = req.stop
     extra = req.extra
@@ -158,7 +154,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
         body["stream"] = True
     for name in ("frequency_penalty", "presence_penalty", "seed", "response_format"):
         if getattr(req, name) is not None:
-            _drop(dropped, name)
+            drop(dropped, name)
     for k, v in extra.items():
         if k not in body:
             body[k] = v
@@ -216,7 +212,7 @@ def write_block(b: IrBlock, dropped: list[str]) -> dict[str, Any] | None:
         elif b.signature is not None:
             d = {"type": "thinking", "thinking": b.text, "signature": b.signature}
         else:
-            _drop(dropped, "thinking (unsigned)")
+            drop(dropped, "thinking (unsigned)")
             return None
     elif isinstance(b, ImageBlock):
         src = (
@@ -228,7 +224,7 @@ def write_block(b: IrBlock, dropped: list[str]) -> dict[str, Any] | None:
     elif isinstance(b, DocumentBlock):
         d = {"type": "document", "source": _document_source(b)}
     else:
-        _drop(dropped, getattr(b, "type", "block"))
+        drop(dropped, getattr(b, "type", "block"))
         return None
     if b.cache_control is not None:
         d["cache_control"] = b.cache_control

@@ -53,6 +53,7 @@ from busbar.proto.anthropic.request_writer import thinking_budget
 from busbar.proto.bedrock.names import alias, wire_name
 from busbar.proto.bedrock.request import DOCUMENT_FORMATS, IMAGE_FORMATS
 from busbar.proto.errors import BadRequest
+from busbar.proto.writer import drop
 
 _CACHE_POINT = {"cachePoint": {"type": "default"}}
 _IMAGE_FORMAT = {v: k for k, v in IMAGE_FORMATS.items()} | {"image/jpg": "jpeg"}
@@ -60,11 +61,6 @@ _DOC_FORMAT = {v: k for k, v in DOCUMENT_FORMATS.items()} | {"text/x-markdown": 
 _DOC_NAME_BAD = re.compile(r"[^A-Za-z0-9\s\-()\[\]]+")
 _SPACES = re.compile(r"\s+")
 _NO_BUDGET_CAP = 1 << 30
-
-
-def _drop(dropped: list[str], name: str) -> None:
-    if name not in dropped:
-        dropped.append(name)
 
 
 class _Ctx:
@@ -126,7 +122,7 @@ def write_request(req: IrRequest, upstream_model: str, *, prompt_caching: bool =
     if budget is not None and forced:
         budget = None
     if req.reasoning is not None and budget is None:
-        _drop(ctx.dropped, "reasoning")
+        drop(ctx.dropped, "reasoning")
     ic: dict[str, Any] = {}
     if max_tokens is not None:
         ic["maxTokens"] = max_tokens
@@ -134,12 +130,12 @@ def write_request(req: IrRequest, upstream_model: str, *, prompt_caching: bool =
         if budget is None:
             ic["temperature"] = req.temperature
         else:
-            _drop(ctx.dropped, "temperature")
+            drop(ctx.dropped, "temperature")
     if req.top_p is not None:
         if budget is None or req.top_p >= 0.95:
             ic["topP"] = req.top_p
         else:
-            _drop(ctx.dropped, "top_p")
+            drop(ctx.dropped, "top_p")
     if req.stop:
         ic["stopSequences"] = req.stop
     extra = req.extra
@@ -161,14 +157,14 @@ def write_request(req: IrRequest, upstream_model: str, *, prompt_caching: bool =
         if budget is None:
             amrf["top_k"] = req.top_k
         else:
-            _drop(ctx.dropped, "top_k")
+            drop(ctx.dropped, "top_k")
     if amrf:
         body["additionalModelRequestFields"] = amrf
     for name in ("frequency_penalty", "presence_penalty", "seed", "response_format", "user"):
         if getattr(req, name) is not None:
-            _drop(ctx.dropped, name)
+            drop(ctx.dropped, name)
     if req.parallel_tool_calls is False:
-        _drop(ctx.dropped, "parallel_tool_calls")
+        drop(ctx.dropped, "parallel_tool_calls")
     for k, v in extra.items():
         if (
             k not in body
@@ -193,7 +189,7 @@ def _tool_config(req: IrRequest, ctx: _Ctx) -> dict[str, Any] | None:
             if ctx.caching:
                 tools.append(dict(_CACHE_POINT))
             else:
-                _drop(ctx.dropped, "cache_control")
+                drop(ctx.dropped, "cache_control")
     for name in ctx.tool_names:  # tool blocks in history need a toolConfig naming them
         if name not in declared:
             spec = {"name": wire_name(name), "inputSchema": {"json": {"type": "object", "properties": {}}}}
@@ -210,7 +206,7 @@ def _tool_config(req: IrRequest, ctx: _Ctx) -> dict[str, Any] | None:
         elif tc.mode == "auto":
             out["toolChoice"] = {"auto": {}}
         else:
-            _drop(ctx.dropped, "tool_choice")
+            drop(ctx.dropped, "tool_choice")
     return out
 
 
@@ -218,7 +214,7 @@ def _blocks(blocks: list[IrBlock], ctx: _Ctx, system: bool = False) -> list[dict
     out: list[dict[str, Any]] = []
     for b in blocks:
         if system and not isinstance(b, TextBlock):
-            _drop(ctx.dropped, "system." + b.type)
+            drop(ctx.dropped, "system." + b.type)
             continue
         w = _block(b, ctx)
         if w is not None:
@@ -227,7 +223,7 @@ def _blocks(blocks: list[IrBlock], ctx: _Ctx, system: bool = False) -> list[dict
             if ctx.caching and out:
                 out.append(dict(_CACHE_POINT))
             elif not ctx.caching:
-                _drop(ctx.dropped, "cache_control")
+                drop(ctx.dropped, "cache_control")
     return out
 
 
@@ -256,7 +252,7 @@ def _block(b: IrBlock, ctx: _Ctx) -> dict[str, Any] | None:
                 if w is not None:
                     content.append(w)
             else:
-                _drop(ctx.dropped, "tool_result." + c.type)
+                drop(ctx.dropped, "tool_result." + c.type)
         tr: dict[str, Any] = {"toolUseId": alias(b.tool_use_id), "content": content}
         if b.is_error:
             tr["status"] = "error"
@@ -265,14 +261,14 @@ def _block(b: IrBlock, ctx: _Ctx) -> dict[str, Any] | None:
         if b.redacted:
             return {"reasoningContent": {"redactedContent": b.data or ""}}
         if b.signature is None:
-            _drop(ctx.dropped, "thinking (unsigned)")
+            drop(ctx.dropped, "thinking (unsigned)")
             return None
         return {"reasoningContent": {"reasoningText": {"text": b.text, "signature": b.signature}}}
     if isinstance(b, ImageBlock):
         return {"image": _image(b)}
     if isinstance(b, DocumentBlock):
         return {"document": _document(b, ctx)}
-    _drop(ctx.dropped, getattr(b, "type", "block"))
+    drop(ctx.dropped, getattr(b, "type", "block"))
     return None
 
 

@@ -36,23 +36,17 @@ from typing import Any
 
 from busbar.ir.model import (
     DocumentBlock,
-    ImageBlock,
     IrMessage,
     IrRequest,
     TextBlock,
     ThinkingBlock,
-    ToolResultBlock,
     ToolUseBlock,
 )
 from busbar.proto.errors import BadRequest
-from busbar.proto.openai.request_writer import EFFORT_BUDGETS, dump_arguments
+from busbar.proto.openai.request_writer import EFFORT_BUDGETS, dump_arguments, image_part
+from busbar.proto.writer import drop, tool_result_text, user_turn
 
 _SHIM = "__busbar_"
-
-
-def _drop(dropped: list[str], name: str) -> None:
-    if name not in dropped:
-        dropped.append(name)
 
 
 def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
@@ -76,9 +70,9 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
             if isinstance(b, TextBlock):
                 texts.append(b.text)
                 if b.cache_control is not None:
-                    _drop(dropped, "cache_control")
+                    drop(dropped, "cache_control")
             else:
-                _drop(dropped, "system." + b.type)
+                drop(dropped, "system." + b.type)
         if texts:
             msgs.append({"role": "system", "content": "\n\n".join(texts)})
     for m in req.messages:
@@ -102,13 +96,13 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
             fn["parameters"] = t.input_schema
             tools.append({"type": "function", "function": fn})
             if t.cache_control is not None:
-                _drop(dropped, "cache_control")
+                drop(dropped, "cache_control")
         if tools:
             body["tools"] = tools
             if tc is not None and tc.mode != "auto":
                 body["tool_choice"] = "NONE" if tc.mode == "none" else "REQUIRED"
         if req.parallel_tool_calls is False:
-            _drop(dropped, "parallel_tool_calls")
+            drop(dropped, "parallel_tool_calls")
     if req.max_tokens is not None:
         body["max_tokens"] = req.max_tokens
     if req.temperature is not None:
@@ -132,7 +126,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
     if rf is not None:
         body["response_format"] = rf
     if req.user is not None:
-        _drop(dropped, "user")
+        drop(dropped, "user")
     body["stream"] = bool(req.stream)
     for k, v in req.extra.items():
         if k not in body and not k.startswith(_SHIM):
@@ -183,14 +177,14 @@ def _assistant(m: IrMessage, dropped: list[str]) -> dict[str, Any] | None:
             calls.append({"id": b.id, "type": "function", "function": {"name": b.name, "arguments": args}})
         elif isinstance(b, ThinkingBlock):
             if b.redacted:
-                _drop(dropped, "thinking (redacted)")
+                drop(dropped, "thinking (redacted)")
                 continue
             content.append({"type": "thinking", "thinking": b.text})
         else:
-            _drop(dropped, "assistant." + b.type)
+            drop(dropped, "assistant." + b.type)
             continue
         if b.cache_control is not None:
-            _drop(dropped, "cache_control")
+            drop(dropped, "cache_control")
     msg: dict[str, Any] = {"role": "assistant"}
     if calls:
         if texts:
@@ -208,43 +202,10 @@ def _assistant(m: IrMessage, dropped: list[str]) -> dict[str, Any] | None:
 
 
 def _user(m: IrMessage, msgs: list[dict[str, Any]], dropped: list[str]) -> None:
-    parts: list[dict[str, Any]] = []
-    for b in m.content:
-        if isinstance(b, ToolResultBlock):
-            msgs.append({"role": "tool", "tool_call_id": b.tool_use_id, "content": _result_text(b, dropped)})
-        elif isinstance(b, TextBlock):
-            parts.append({"type": "text", "text": b.text})
-        elif isinstance(b, ImageBlock):
-            url = b.url if b.source == "url" else f"data:{b.media_type};base64,{b.data}"
-            iu: dict[str, Any] = {"url": url}
-            if b.detail is not None:
-                iu["detail"] = b.detail
-            parts.append({"type": "image_url", "image_url": iu})
-        elif isinstance(b, DocumentBlock):
-            parts.append({"type": "text", "text": _document_text(b)})
-        else:
-            _drop(dropped, "user." + b.type)
-            continue
-        if b.cache_control is not None:
-            _drop(dropped, "cache_control")
-    if not parts:
-        return
-    if len(parts) == 1 and parts[0]["type"] == "text":
-        msgs.append({"role": "user", "content": parts[0]["text"]})
-    else:
-        msgs.append({"role": "user", "content": parts})
-
-
-def _result_text(b: ToolResultBlock, dropped: list[str]) -> str:
-    texts = []
-    for c in b.content:
-        if isinstance(c, TextBlock):
-            texts.append(c.text)
-        else:
-            _drop(dropped, "tool_result." + c.type)
-    if b.is_error:
-        _drop(dropped, "tool_result.is_error")
-    return texts[0] if len(texts) == 1 else "\n".join(texts)
+    user_turn(m, msgs, dropped, text_type="text", image=image_part,
+              document=lambda b: {"type": "text", "text": _document_text(b)},
+              result=lambda b: {"role": "tool", "tool_call_id": b.tool_use_id,
+                                "content": tool_result_text(b, dropped)})
 
 
 def _document_text(b: DocumentBlock) -> str:

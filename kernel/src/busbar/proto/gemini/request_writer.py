@@ -60,16 +60,12 @@ from busbar.ir.model import (
 from busbar.proto.bedrock.names import wire_name
 from busbar.proto.errors import BadRequest
 from busbar.proto.gemini.ids import SKIP_VALIDATOR, split, upstream_id
+from busbar.proto.writer import drop
 
 EFFORT_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384, "none": 0}
 """The default effort table (seeds 001 ``limits.reasoning_effort_budgets``) plus ``none``."""
 
 _CHOICE = {"auto": "AUTO", "required": "ANY", "none": "NONE", "tool": "ANY"}
-
-
-def _drop(dropped: list[str], name: str) -> None:
-    if name not in dropped:
-        dropped.append(name)
 
 
 def _is_openapi(schema: Any) -> bool:
@@ -84,7 +80,7 @@ def function_response(b: ToolResultBlock, dropped: list[str]) -> dict[str, Any]:
         if isinstance(c, TextBlock):
             texts.append(c.text)
         else:
-            _drop(dropped, "tool_result." + c.type)
+            drop(dropped, "tool_result." + c.type)
     text = texts[0] if len(texts) == 1 else "\n".join(texts)
     if b.is_error:
         return {"error": text}
@@ -140,7 +136,7 @@ def write_request(
                 if b.text:
                     sys_parts.append({"text": b.text})
             else:
-                _drop(ctx.dropped, "system." + b.type)
+                drop(ctx.dropped, "system." + b.type)
         if sys_parts:
             body["systemInstruction"] = {"parts": sys_parts}
     extra = req.extra
@@ -153,7 +149,7 @@ def write_request(
             d["parameters" if _is_openapi(t.input_schema) else "parametersJsonSchema"] = t.input_schema
             decls.append(d)
             if t.cache_control is not None:
-                _drop(ctx.dropped, "cache_control")
+                drop(ctx.dropped, "cache_control")
         body["tools"] = [{"functionDeclarations": decls}]
         tc = req.tool_choice
         if tc is not None:
@@ -164,7 +160,7 @@ def write_request(
         if isinstance(extra.get("toolConfig"), dict):  # a Gemini client's own config (allowed names)
             body["toolConfig"] = extra["toolConfig"]
         if req.parallel_tool_calls is False:
-            _drop(ctx.dropped, "parallel_tool_calls")
+            drop(ctx.dropped, "parallel_tool_calls")
     gc = _generation(req, ctx)
     more = extra.get("generationConfig")
     if isinstance(more, dict):
@@ -172,7 +168,7 @@ def write_request(
     if gc:
         body["generationConfig"] = gc
     if req.user is not None:
-        _drop(ctx.dropped, "user")
+        drop(ctx.dropped, "user")
     for k, v in extra.items():
         if k not in body and k != "generationConfig" and not k.startswith("__busbar_"):
             body[k] = v
@@ -208,7 +204,7 @@ def _generation(req: IrRequest, ctx: _Ctx) -> dict[str, Any]:
             if isinstance(schema, dict):
                 gc["responseSchema" if _is_openapi(schema) else "responseJsonSchema"] = schema
         elif kind != "text":
-            _drop(ctx.dropped, "response_format")
+            drop(ctx.dropped, "response_format")
     r = req.reasoning
     if r is not None:
         budget = r.budget_tokens
@@ -265,13 +261,13 @@ def _parts(blocks: list[IrBlock], ctx: _Ctx, model: bool) -> list[dict[str, Any]
             else:
                 parts.append({"fileData": {"mimeType": b.media_type, "fileUri": b.url}})
         elif isinstance(b, ThinkingBlock):
-            _drop(ctx.dropped, "thinking")
+            drop(ctx.dropped, "thinking")
             continue
         else:
-            _drop(ctx.dropped, getattr(b, "type", "block"))
+            drop(ctx.dropped, getattr(b, "type", "block"))
             continue
         if b.cache_control is not None:
-            _drop(ctx.dropped, "cache_control")
+            drop(ctx.dropped, "cache_control")
     return parts
 
 

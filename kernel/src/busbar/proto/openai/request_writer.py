@@ -35,11 +35,11 @@ from busbar.ir.model import (
     IrRequest,
     TextBlock,
     ThinkingBlock,
-    ToolResultBlock,
     ToolUseBlock,
 )
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai.parts import RawArguments
+from busbar.proto.writer import data_uri, drop, tool_result_text, user_turn
 
 EFFORT_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384}
 """The default effort table (seeds 001 ``limits.reasoning_effort_budgets``)."""
@@ -97,7 +97,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
             fn["parameters"] = t.input_schema
             tools.append({"type": "function", "function": fn})
             if t.cache_control is not None:
-                _drop(dropped, "cache_control")
+                drop(dropped, "cache_control")
         body["tools"] = tools
         tc = req.tool_choice
         if tc is not None:
@@ -131,7 +131,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
     if req.user is not None:
         body["user"] = req.user
     if req.top_k is not None:
-        _drop(dropped, "top_k")
+        drop(dropped, "top_k")
     r = req.reasoning
     if r is not None:
         effort = r.effort
@@ -148,20 +148,15 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
     return body
 
 
-def _drop(dropped: list[str], name: str) -> None:
-    if name not in dropped:
-        dropped.append(name)
-
-
 def _text_content(blocks: list[Any], dropped: list[str]) -> str | list[dict[str, Any]]:
     texts = []
     for b in blocks:
         if isinstance(b, TextBlock):
             texts.append(b.text)
             if b.cache_control is not None:
-                _drop(dropped, "cache_control")
+                drop(dropped, "cache_control")
         else:
-            _drop(dropped, "system." + b.type)
+            drop(dropped, "system." + b.type)
     if len(texts) == 1:
         return texts[0]
     return [{"type": "text", "text": t} for t in texts]
@@ -182,13 +177,13 @@ def _assistant(m: IrMessage, dropped: list[str]) -> dict[str, Any]:
                 }
             )
         elif isinstance(b, ThinkingBlock):
-            _drop(dropped, "thinking")
+            drop(dropped, "thinking")
             continue
         else:
-            _drop(dropped, "assistant." + b.type)
+            drop(dropped, "assistant." + b.type)
             continue
         if b.cache_control is not None:
-            _drop(dropped, "cache_control")
+            drop(dropped, "cache_control")
     content: str | list[dict[str, Any]] | None
     if len(texts) == 1:
         content = texts[0]
@@ -203,47 +198,14 @@ def _assistant(m: IrMessage, dropped: list[str]) -> dict[str, Any]:
 
 
 def _user(m: IrMessage, msgs: list[dict[str, Any]], dropped: list[str]) -> None:
-    parts: list[dict[str, Any]] = []
-    for b in m.content:
-        if isinstance(b, TextBlock):
-            parts.append({"type": "text", "text": b.text})
-        elif isinstance(b, ToolResultBlock):
-            msgs.append(
-                {"role": "tool", "tool_call_id": b.tool_use_id, "content": _tool_result_text(b, dropped)}
-            )
-        elif isinstance(b, ImageBlock):
-            parts.append(image_part(b))
-        elif isinstance(b, DocumentBlock):
-            parts.append(_document_part(b))
-        else:
-            _drop(dropped, "user." + b.type)
-            continue
-        if b.cache_control is not None:
-            _drop(dropped, "cache_control")
-    if not parts:
-        return
-    if len(parts) == 1 and parts[0]["type"] == "text":
-        msgs.append({"role": "user", "content": parts[0]["text"]})
-    else:
-        msgs.append({"role": "user", "content": parts})
-
-
-def _tool_result_text(b: ToolResultBlock, dropped: list[str]) -> str:
-    texts = []
-    for c in b.content:
-        if isinstance(c, TextBlock):
-            texts.append(c.text)
-        else:
-            _drop(dropped, "tool_result." + c.type)
-    if b.is_error:
-        _drop(dropped, "tool_result.is_error")
-    return texts[0] if len(texts) == 1 else "\n".join(texts)
+    user_turn(m, msgs, dropped, text_type="text", image=image_part, document=_document_part,
+              result=lambda b: {"role": "tool", "tool_call_id": b.tool_use_id,
+                                "content": tool_result_text(b, dropped)})
 
 
 def image_part(b: ImageBlock) -> dict[str, Any]:
     """``ImageBlock`` -> ``{"type": "image_url", "image_url": {"url", "detail"?}}``; base64 as a data: URI."""
-    url = b.url if b.source == "url" else f"data:{b.media_type};base64,{b.data}"
-    iu: dict[str, Any] = {"url": url}
+    iu: dict[str, Any] = {"url": data_uri(b)}
     if b.detail is not None:
         iu["detail"] = b.detail
     return {"type": "image_url", "image_url": iu}
@@ -263,4 +225,4 @@ def _document_part(b: DocumentBlock) -> dict[str, Any]:
             )
         return {"type": "input_audio", "input_audio": {"data": b.data, "format": fmt}}
     name = b.name or "document" + (mimetypes.guess_extension(b.media_type) or "")
-    return {"type": "file", "file": {"filename": name, "file_data": f"data:{b.media_type};base64,{b.data}"}}
+    return {"type": "file", "file": {"filename": name, "file_data": data_uri(b)}}

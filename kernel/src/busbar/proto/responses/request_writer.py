@@ -47,22 +47,17 @@ from busbar.ir.model import (
     IrRequest,
     TextBlock,
     ThinkingBlock,
-    ToolResultBlock,
     ToolUseBlock,
 )
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai.request_writer import dump_arguments, effort_for_budget
 from busbar.proto.responses.response import format_for
+from busbar.proto.writer import data_uri, drop, tool_result_text, user_turn
 
 MIN_OUTPUT_TOKENS = 16
 """The smallest ``max_output_tokens`` the Responses API accepts."""
 
 _SHIM = "__busbar_"
-
-
-def _drop(dropped: list[str], name: str) -> None:
-    if name not in dropped:
-        dropped.append(name)
 
 
 def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
@@ -92,9 +87,9 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
             if isinstance(b, TextBlock):
                 texts.append(b.text)
                 if b.cache_control is not None:
-                    _drop(dropped, "cache_control")
+                    drop(dropped, "cache_control")
             else:
-                _drop(dropped, "system." + b.type)
+                drop(dropped, "system." + b.type)
         ins = "\n\n".join(t for t in texts if t)
         if ins:
             body["instructions"] = ins
@@ -109,7 +104,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
             tool["strict"] = False
             tools.append(tool)
             if t.cache_control is not None:
-                _drop(dropped, "cache_control")
+                drop(dropped, "cache_control")
         body["tools"] = tools
         tc = req.tool_choice
         if tc is not None:
@@ -141,9 +136,9 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
         body["stream"] = True
     for name in ("top_k", "seed", "frequency_penalty", "presence_penalty"):
         if getattr(req, name) is not None:
-            _drop(dropped, name)
+            drop(dropped, name)
     if req.stop:
-        _drop(dropped, "stop")
+        drop(dropped, "stop")
     for k, v in extra.items():
         if k not in body and not k.startswith(_SHIM):
             body[k] = v
@@ -196,58 +191,25 @@ def _assistant(m: IrMessage, items: list[dict[str, Any]], dropped: list[str]) ->
                 }
             )
         elif isinstance(b, ThinkingBlock):
-            _drop(dropped, "thinking")
+            drop(dropped, "thinking")
             continue
         else:
-            _drop(dropped, "assistant." + b.type)
+            drop(dropped, "assistant." + b.type)
             continue
         if b.cache_control is not None:
-            _drop(dropped, "cache_control")
+            drop(dropped, "cache_control")
     flush()
 
 
 def _user(m: IrMessage, items: list[dict[str, Any]], dropped: list[str]) -> None:
-    parts: list[dict[str, Any]] = []
-    for b in m.content:
-        if isinstance(b, ToolResultBlock):
-            items.append(
-                {"type": "function_call_output", "call_id": b.tool_use_id, "output": _result_text(b, dropped)}
-            )
-        elif isinstance(b, TextBlock):
-            parts.append({"type": "input_text", "text": b.text})
-        elif isinstance(b, ImageBlock):
-            parts.append(image_part(b))
-        elif isinstance(b, DocumentBlock):
-            parts.append(_file_part(b))
-        else:
-            _drop(dropped, "user." + b.type)
-            continue
-        if b.cache_control is not None:
-            _drop(dropped, "cache_control")
-    if not parts:
-        return
-    if len(parts) == 1 and parts[0]["type"] == "input_text":
-        items.append({"role": "user", "content": parts[0]["text"]})
-    else:
-        items.append({"role": "user", "content": parts})
-
-
-def _result_text(b: ToolResultBlock, dropped: list[str]) -> str:
-    texts = []
-    for c in b.content:
-        if isinstance(c, TextBlock):
-            texts.append(c.text)
-        else:
-            _drop(dropped, "tool_result." + c.type)
-    if b.is_error:
-        _drop(dropped, "tool_result.is_error")
-    return texts[0] if len(texts) == 1 else "\n".join(texts)
+    user_turn(m, items, dropped, text_type="input_text", image=image_part, document=_file_part,
+              result=lambda b: {"type": "function_call_output", "call_id": b.tool_use_id,
+                                "output": tool_result_text(b, dropped)})
 
 
 def image_part(b: ImageBlock) -> dict[str, Any]:
     """``ImageBlock`` -> ``{"type": "input_image", "image_url", "detail"}`` (base64 as a data: URI)."""
-    url = b.url if b.source == "url" else f"data:{b.media_type};base64,{b.data}"
-    return {"type": "input_image", "image_url": url, "detail": b.detail or "auto"}
+    return {"type": "input_image", "image_url": data_uri(b), "detail": b.detail or "auto"}
 
 
 def _file_part(b: DocumentBlock) -> dict[str, Any]:
@@ -259,4 +221,4 @@ def _file_part(b: DocumentBlock) -> dict[str, Any]:
             part["filename"] = b.name
         return part
     name = b.name or "document" + (mimetypes.guess_extension(b.media_type) or "")
-    return {"type": "input_file", "filename": name, "file_data": f"data:{b.media_type};base64,{b.data}"}
+    return {"type": "input_file", "filename": name, "file_data": data_uri(b)}
