@@ -50,7 +50,6 @@ from busbar.ir.model import (
     IrBlock,
     IrMessage,
     IrRequest,
-    IrTool,
     ReasoningAsk,
     TextBlock,
     ToolChoice,
@@ -60,6 +59,7 @@ from busbar.ir.model import (
 from busbar.proto.cohere.response import read_message
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai.parts import split_data_uri
+from busbar.proto.openai.request import read_tools
 
 _KNOWN = frozenset(
     {
@@ -104,7 +104,7 @@ def read_request(body: dict[str, Any]) -> IrRequest:
     _read_messages(msgs, ir)
     tools = body.get("tools")
     if tools:
-        ir.tools = _read_tools(tools)
+        ir.tools = read_tools(tools)
     tc = body.get("tool_choice")
     if tc is not None:
         if tc not in _CHOICE:
@@ -221,26 +221,6 @@ def _tool_content(c: Any, i: int) -> list[IrBlock]:
             out.append(TextBlock(data if isinstance(data, str) else orjson.dumps(data).decode()))
         else:
             raise BadRequest(f"messages[{i}].content[{j}].type: {t!r} is not supported (text, document)")
-    return out
-
-
-def _read_tools(tools: Any) -> list[IrTool]:
-    if not isinstance(tools, list):
-        raise BadRequest("tools: must be a list")
-    out = []
-    for k, t in enumerate(tools):
-        fn = t.get("function") if isinstance(t, dict) else None
-        if not isinstance(fn, dict) or t.get("type", "function") != "function":
-            kind = t.get("type") if isinstance(t, dict) else t
-            raise BadRequest(f"tools[{k}].type: {kind!r} is not supported (function tools only)")
-        name = fn.get("name")
-        if not isinstance(name, str) or not name:
-            raise BadRequest(f"tools[{k}].function.name: required")
-        tool = IrTool(name, fn.get("description"))
-        params = fn.get("parameters")
-        if params:
-            tool.input_schema = params
-        out.append(tool)
     return out
 
 

@@ -89,10 +89,10 @@ def read_request(body: dict[str, Any]) -> IrRequest:
     _read_messages(msgs, ir)
     tools = body.get("tools")
     if tools:
-        ir.tools = _read_tools(tools)
+        ir.tools = read_tools(tools)
     tc = body.get("tool_choice")
     if tc is not None:
-        ir.tool_choice = _read_tool_choice(tc)
+        ir.tool_choice = read_tool_choice(tc)
     ir.parallel_tool_calls = body.get("parallel_tool_calls")
     mct = body.get("max_completion_tokens")
     ir.max_tokens = mct if mct is not None else body.get("max_tokens")
@@ -190,18 +190,24 @@ def _assistant(m: dict[str, Any], i: int) -> list[IrBlock]:
     return blocks
 
 
-def _read_tools(tools: Any) -> list[IrTool]:
+def read_tools(tools: Any, *, nested: bool = True) -> list[IrTool]:
+    """Function tools -> ``IrTool``: nested ``{"type": "function", "function": {name, description,
+    parameters}}`` (Chat Completions, Cohere) or flat ``{"type": "function", name, …}`` (Responses).
+
+    Raises:
+        BadRequest: not a list, a tool of another type, or a tool without a name (names the index).
+    """
     if not isinstance(tools, list):
         raise BadRequest("tools: must be a list")
     out = []
     for k, t in enumerate(tools):
-        fn = t.get("function") if isinstance(t, dict) else None
+        fn = (t.get("function") if nested else t) if isinstance(t, dict) else None
         if not isinstance(fn, dict) or t.get("type", "function") != "function":
             kind = t.get("type") if isinstance(t, dict) else t
             raise BadRequest(f"tools[{k}].type: {kind!r} is not supported (function tools only)")
         name = fn.get("name")
         if not isinstance(name, str) or not name:
-            raise BadRequest(f"tools[{k}].function.name: required")
+            raise BadRequest(f"tools[{k}]{'.function' if nested else ''}.name: required")
         tool = IrTool(name, fn.get("description"))
         params = fn.get("parameters")
         if params:
@@ -210,14 +216,18 @@ def _read_tools(tools: Any) -> list[IrTool]:
     return out
 
 
-def _read_tool_choice(tc: Any) -> ToolChoice:
+def read_tool_choice(tc: Any, *, nested: bool = True) -> ToolChoice:
+    """``tool_choice`` -> ``ToolChoice``: ``auto``/``none``/``required`` or a named function,
+    ``{"type": "function", "function": {"name"}}`` (nested) or ``{"type": "function", "name"}``.
+
+    Raises:
+        BadRequest: any other value (the message shows the accepted forms).
+    """
     if tc == "auto" or tc == "none" or tc == "required":
         return ToolChoice(tc)
     if isinstance(tc, dict) and tc.get("type") == "function":
-        name = (tc.get("function") or {}).get("name")
+        name = (tc.get("function") or {}).get("name") if nested else tc.get("name")
         if isinstance(name, str) and name:
             return ToolChoice("tool", name)
-    raise BadRequest(
-        "tool_choice: must be 'auto', 'none', 'required' or "
-        '{"type": "function", "function": {"name": ...}}'
-    )
+    named = '{"type": "function", "function": {"name": ...}}' if nested else '{"type": "function", "name": ...}'
+    raise BadRequest(f"tool_choice: must be 'auto', 'none', 'required' or {named}")

@@ -50,15 +50,14 @@ from busbar.ir.model import (
     IrBlock,
     IrMessage,
     IrRequest,
-    IrTool,
     ReasoningAsk,
     TextBlock,
-    ToolChoice,
     ToolResultBlock,
     ToolUseBlock,
 )
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai.parts import parse_arguments, split_data_uri
+from busbar.proto.openai.request import read_tool_choice, read_tools
 from busbar.proto.responses.response import reasoning_to_block
 
 _KNOWN = frozenset(
@@ -111,10 +110,10 @@ def read_request(body: dict[str, Any]) -> IrRequest:
         raise BadRequest("input: must be a string or a list of input items")
     tools = body.get("tools")
     if tools:
-        ir.tools = _read_tools(tools)
+        ir.tools = read_tools(tools, nested=False)
     tc = body.get("tool_choice")
     if tc is not None:
-        ir.tool_choice = _read_tool_choice(tc)
+        ir.tool_choice = read_tool_choice(tc, nested=False)
     ir.parallel_tool_calls = body.get("parallel_tool_calls")
     ir.max_tokens = body.get("max_output_tokens")
     ir.temperature = body.get("temperature")
@@ -261,37 +260,6 @@ def _file(p: dict[str, Any], where: str) -> DocumentBlock:
             "send the file inline as file_data"
         )
     raise BadRequest(f"{where}.file_data: required")
-
-
-def _read_tools(tools: Any) -> list[IrTool]:
-    if not isinstance(tools, list):
-        raise BadRequest("tools: must be a list")
-    out = []
-    for k, t in enumerate(tools):
-        if not isinstance(t, dict) or t.get("type", "function") != "function":
-            kind = t.get("type") if isinstance(t, dict) else t
-            raise BadRequest(f"tools[{k}].type: {kind!r} is not supported (function tools only)")
-        name = t.get("name")
-        if not isinstance(name, str) or not name:
-            raise BadRequest(f"tools[{k}].name: required")
-        tool = IrTool(name, t.get("description"))
-        params = t.get("parameters")
-        if params:
-            tool.input_schema = params
-        out.append(tool)
-    return out
-
-
-def _read_tool_choice(tc: Any) -> ToolChoice:
-    if tc == "auto" or tc == "none" or tc == "required":
-        return ToolChoice(tc)
-    if isinstance(tc, dict) and tc.get("type") == "function":
-        name = tc.get("name")
-        if isinstance(name, str) and name:
-            return ToolChoice("tool", name)
-    raise BadRequest(
-        "tool_choice: must be 'auto', 'none', 'required' or {\"type\": \"function\", \"name\": ...}"
-    )
 
 
 def _read_format(fmt: Any) -> dict[str, Any] | None:
