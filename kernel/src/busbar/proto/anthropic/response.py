@@ -11,7 +11,6 @@ of the target enum); cases C010, C013.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import orjson
@@ -26,8 +25,8 @@ from busbar.ir.model import (
     ToolUseBlock,
     Usage,
 )
-
-_B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+from busbar.proto.ids import B62, random_chars
+from busbar.proto.usage import read_counts
 
 STOP_TO_IR = {
     "end_turn": StopReason.END_TURN,
@@ -56,12 +55,7 @@ IR_TO_STOP: dict[StopReason | None, str] = {
 
 def mint_id(prefix: str = "msg_01", length: int = 22) -> str:
     """A fresh native id: ``prefix`` + ``length`` random base62 characters (``msg_01…``)."""
-    n = int.from_bytes(os.urandom(20), "big")
-    chars = []
-    for _ in range(length):
-        n, r = divmod(n, 62)
-        chars.append(_B62[r])
-    return prefix + "".join(chars)
+    return prefix + random_chars(B62, length, 20)
 
 
 def stop_to_ir(stop: str | None) -> StopReason | None:
@@ -73,14 +67,7 @@ def stop_to_ir(stop: str | None) -> StopReason | None:
 
 def usage_from_anthropic(u: dict[str, Any] | None) -> Usage:
     """Anthropic ``usage`` -> IR ``Usage`` (null fields read as 0)."""
-    if not u:
-        return Usage()
-    return Usage(
-        input_tokens=u.get("input_tokens") or 0,
-        output_tokens=u.get("output_tokens") or 0,
-        cache_read_tokens=u.get("cache_read_input_tokens") or 0,
-        cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
-    )
+    return read_counts(u, "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
 def usage_to_anthropic(u: Usage) -> dict[str, Any]:

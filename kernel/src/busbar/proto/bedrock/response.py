@@ -35,6 +35,7 @@ from busbar.ir.model import (
     Usage,
 )
 from busbar.proto.bedrock.names import client_name
+from busbar.proto.usage import read_counts
 
 STOP_TO_IR: dict[Any, StopReason] = {
     "end_turn": StopReason.END_TURN,
@@ -73,14 +74,7 @@ def stop_to_ir(stop: Any) -> StopReason:
 
 def usage_from_bedrock(u: dict[str, Any] | None) -> Usage:
     """Bedrock ``usage`` -> IR ``Usage`` (absent counters read as 0)."""
-    if not u:
-        return Usage()
-    return Usage(
-        input_tokens=u.get("inputTokens") or 0,
-        output_tokens=u.get("outputTokens") or 0,
-        cache_read_tokens=u.get("cacheReadInputTokens") or 0,
-        cache_write_tokens=u.get("cacheWriteInputTokens") or 0,
-    )
+    return read_counts(u, "inputTokens", "outputTokens", "cacheReadInputTokens", "cacheWriteInputTokens")
 
 
 def usage_to_bedrock(u: Usage) -> dict[str, Any]:

@@ -59,7 +59,7 @@ from busbar.ir.model import (
 from busbar.proto.cohere.response import read_message
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai.parts import split_data_uri
-from busbar.proto.openai.request import read_tools
+from busbar.proto.openai.request import begin_chat, read_tools
 
 _KNOWN = frozenset(
     {
@@ -95,12 +95,7 @@ def read_request(body: dict[str, Any]) -> IrRequest:
     Raises:
         BadRequest: the body is not Cohere v2 shaped (the message names the key path).
     """
-    if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
-    msgs = body.get("messages")
-    if not isinstance(msgs, list):
-        raise BadRequest("messages: required, must be a list of message objects")
-    ir = IrRequest(model=body.get("model"))
+    ir, msgs = begin_chat(body)
     _read_messages(msgs, ir)
     tools = body.get("tools")
     if tools:

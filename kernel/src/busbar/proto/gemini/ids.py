@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
+
+from busbar.proto.ids import B62, random_chars
 
 MINTED_PREFIX = "call_gm_"
 """Prefix of ids Busbar mints for Gemini calls that came without one (never sent to Gemini)."""
@@ -35,17 +36,10 @@ SIGNATURE_MARK = "__thought__"
 SKIP_VALIDATOR = "skip_thought_signature_validator"
 """Google's documented placeholder for a function call that no Gemini model signed (opt-in only)."""
 
-_B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
 
 def mint_call_id() -> str:
     """A fresh ``call_gm_`` id (22 random base62 characters)."""
-    n = int.from_bytes(os.urandom(17), "big")
-    chars = []
-    for _ in range(22):
-        n, r = divmod(n, 62)
-        chars.append(_B62[r])
-    return MINTED_PREFIX + "".join(chars)
+    return MINTED_PREFIX + random_chars(B62, 22, 17)
 
 
 def carry(call_id: str, signature: str | None) -> str:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import re
 from typing import Any
 
@@ -53,6 +52,7 @@ from busbar.ir.model import (
 )
 from busbar.proto.bedrock.names import client_name
 from busbar.proto.gemini.ids import carry, mint_call_id
+from busbar.proto.ids import random_chars
 
 _SAFETY = (
     "SAFETY",
@@ -110,12 +110,7 @@ def is_base64(value: str) -> bool:
 
 def mint_response_id() -> str:
     """A ``responseId`` shaped like Gemini's (23 base64url characters)."""
-    n = int.from_bytes(os.urandom(18), "big")
-    chars = []
-    for _ in range(23):
-        n, r = divmod(n, 64)
-        chars.append(_ID_CHARS[r])
-    return "".join(chars)
+    return random_chars(_ID_CHARS, 23, 18)
 
 
 def finish_to_ir(finish: Any, has_call: bool) -> StopReason:

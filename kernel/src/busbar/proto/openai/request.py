@@ -80,12 +80,7 @@ def read_request(body: dict[str, Any]) -> IrRequest:
     Raises:
         BadRequest: the body is not Chat Completions shaped (the message names the key path).
     """
-    if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
-    msgs = body.get("messages")
-    if not isinstance(msgs, list):
-        raise BadRequest("messages: required, must be a list of message objects")
-    ir = IrRequest(model=body.get("model"))
+    ir, msgs = begin_chat(body)
     _read_messages(msgs, ir)
     tools = body.get("tools")
     if tools:
@@ -188,6 +183,21 @@ def _assistant(m: dict[str, Any], i: int) -> list[IrBlock]:
                 raise BadRequest(f"messages[{i}].tool_calls[{k}].function.name: required")
             blocks.append(ToolUseBlock(tc.get("id") or "", fn["name"], parse_arguments(fn.get("arguments"))))
     return blocks
+
+
+def begin_chat(body: Any) -> tuple[IrRequest, list[Any]]:
+    """The checks every ``messages``-list body starts with: ``(IrRequest(model=body["model"]),
+    body["messages"])``.
+
+    Raises:
+        BadRequest: ``body`` is not an object, or ``messages`` is not a list.
+    """
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    msgs = body.get("messages")
+    if not isinstance(msgs, list):
+        raise BadRequest("messages: required, must be a list of message objects")
+    return IrRequest(model=body.get("model")), msgs
 
 
 def read_tools(tools: Any, *, nested: bool = True) -> list[IrTool]:

@@ -14,7 +14,6 @@ cases C010 (vLLM ``stop_reason``), C013 (tool calls in a non-stream response).
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -28,10 +27,9 @@ from busbar.ir.model import (
     ToolUseBlock,
     Usage,
 )
+from busbar.proto.ids import B62, random_chars
 from busbar.proto.openai.parts import parse_arguments
 from busbar.proto.openai.request_writer import dump_arguments
-
-_B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 FINISH_TO_IR = {
     "stop": StopReason.END_TURN,
@@ -58,12 +56,7 @@ IR_TO_FINISH: dict[StopReason | None, str] = {
 
 def mint_id(prefix: str = "chatcmpl-", length: int = 29) -> str:
     """A fresh native id: ``prefix`` + ``length`` random base62 characters."""
-    n = int.from_bytes(os.urandom(24), "big")
-    chars = []
-    for _ in range(length):
-        n, r = divmod(n, 62)
-        chars.append(_B62[r])
-    return prefix + "".join(chars)
+    return prefix + random_chars(B62, length, 24)
 
 
 def finish_to_ir(
