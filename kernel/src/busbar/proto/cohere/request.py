@@ -59,7 +59,7 @@ from busbar.ir.model import (
 from busbar.proto.cohere.response import read_message
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai.parts import split_data_uri
-from busbar.proto.openai.request import begin_chat, read_tools
+from busbar.proto.openai.request import begin_chat, read_chat_messages, read_tools
 
 _KNOWN = frozenset(
     {
@@ -132,41 +132,20 @@ def read_request(body: dict[str, Any]) -> IrRequest:
 
 
 def _read_messages(msgs: list[Any], ir: IrRequest) -> None:
-    out = ir.messages
-    tool_msg: IrMessage | None = None
-    names: dict[str, str] = {}  # tool call id -> function name (ToolResultBlock.name, for Gemini)
-    for i, m in enumerate(msgs):
-        if not isinstance(m, dict):
-            raise BadRequest(f"messages[{i}]: must be an object")
-        role = m.get("role")
-        if role == "tool":
-            call_id = m.get("tool_call_id")
-            if not isinstance(call_id, str) or not call_id:
-                raise BadRequest(f"messages[{i}].tool_call_id: required for role 'tool'")
-            block = ToolResultBlock(call_id, _tool_content(m.get("content"), i), name=names.get(call_id))
-            if tool_msg is None:
-                tool_msg = IrMessage("user", [])
-                out.append(tool_msg)
-            tool_msg.content.append(block)
-            continue
-        tool_msg = None
-        if role == "user":
-            out.append(IrMessage("user", _user_content(m.get("content"), i)))
-        elif role == "assistant":
-            for k, tc in enumerate(m.get("tool_calls") or ()):
-                fn = tc.get("function") if isinstance(tc, dict) else None
-                if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                    raise BadRequest(f"messages[{i}].tool_calls[{k}].function.name: required")
-            blocks = read_message(m)
-            out.append(IrMessage("assistant", blocks))
-            for b in blocks:
-                if isinstance(b, ToolUseBlock):
-                    names[b.id] = b.name
-        elif role == "system":
-            c = m.get("content")
-            ir.system.extend(_user_content(c, i) if c is not None else [])
-        else:
-            raise BadRequest(f"messages[{i}].role: {role!r} is not one of system, user, assistant, tool")
+    read_chat_messages(msgs, ir, content=_user_content, assistant=_assistant, system_roles=("system",),
+                       tool_content=_tool_content, system_content=_system_content)
+
+
+def _system_content(c: Any, i: int) -> list[IrBlock]:
+    return [] if c is None else _user_content(c, i)
+
+
+def _assistant(m: dict[str, Any], i: int) -> list[IrBlock]:
+    for k, tc in enumerate(m.get("tool_calls") or ()):
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise BadRequest(f"messages[{i}].tool_calls[{k}].function.name: required")
+    return read_message(m)
 
 
 def _user_content(c: Any, i: int) -> list[IrBlock]:

@@ -27,6 +27,7 @@ standard fields); cases C015, C017, C039, C040.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from busbar.ir.model import (
@@ -117,8 +118,27 @@ def read_request(body: dict[str, Any]) -> IrRequest:
 
 
 def _read_messages(msgs: list[Any], ir: IrRequest) -> None:
+    read_chat_messages(msgs, ir, content=_content, assistant=_assistant, system_roles=("system", "developer"),
+                       tool_content=lambda c, i: _content(c, i, allow_none=True))
+
+
+def read_chat_messages(msgs: list[Any], ir: IrRequest, *, content: Callable[[Any, int], list[IrBlock]],
+                       assistant: Callable[[dict[str, Any], int], list[IrBlock]], system_roles: tuple[str, ...],
+                       tool_content: Callable[[Any, int], list[IrBlock]],
+                       system_content: Callable[[Any, int], list[IrBlock]] | None = None) -> None:
+    """Read a role-tagged ``messages`` list (Chat Completions, Cohere) into ``ir.messages``/``ir.system``.
+
+    Consecutive ``tool`` messages become one user turn of ``ToolResultBlock``s (named after the
+    tool call they answer, for Gemini); ``user`` content is read by ``content``, ``assistant``
+    messages by ``assistant``, ``system_roles`` messages go to ``ir.system`` (read by
+    ``system_content``, default ``content``). ``i`` is the message
+    index, for the key paths of errors.
+
+    Raises:
+        BadRequest: a message that is not an object, a tool message without ``tool_call_id``, an
+            unknown role (the message lists the roles this protocol takes).
+    """
     out = ir.messages
-    system = ir.system
     tool_msg: IrMessage | None = None
     names: dict[str, str] = {}  # tool call id -> function name (ToolResultBlock.name, for Gemini)
     for i, m in enumerate(msgs):
@@ -129,9 +149,7 @@ def _read_messages(msgs: list[Any], ir: IrRequest) -> None:
             call_id = m.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise BadRequest(f"messages[{i}].tool_call_id: required for role 'tool'")
-            block = ToolResultBlock(
-                call_id, _content(m.get("content"), i, allow_none=True), name=names.get(call_id)
-            )
+            block = ToolResultBlock(call_id, tool_content(m.get("content"), i), name=names.get(call_id))
             if tool_msg is None:
                 tool_msg = IrMessage("user", [])
                 out.append(tool_msg)
@@ -139,19 +157,18 @@ def _read_messages(msgs: list[Any], ir: IrRequest) -> None:
             continue
         tool_msg = None
         if role == "user":
-            out.append(IrMessage("user", _content(m.get("content"), i)))
+            out.append(IrMessage("user", content(m.get("content"), i)))
         elif role == "assistant":
-            blocks = _assistant(m, i)
+            blocks = assistant(m, i)
             out.append(IrMessage("assistant", blocks))
             for b in blocks:
                 if isinstance(b, ToolUseBlock):
                     names[b.id] = b.name
-        elif role == "system" or role == "developer":
-            system.extend(_content(m.get("content"), i))
+        elif role in system_roles:
+            ir.system.extend((system_content or content)(m.get("content"), i))
         else:
-            raise BadRequest(
-                f"messages[{i}].role: {role!r} is not one of system, developer, user, assistant, tool"
-            )
+            roles = ", ".join(system_roles)
+            raise BadRequest(f"messages[{i}].role: {role!r} is not one of {roles}, user, assistant, tool")
 
 
 def _content(c: Any, i: int, allow_none: bool = False) -> list[IrBlock]:
