@@ -43,23 +43,10 @@ from busbar.ir.model import (
 )
 from busbar.proto.errors import BadRequest
 
-_KNOWN = frozenset(
-    {
-        "model",
-        "messages",
-        "system",
-        "max_tokens",
-        "temperature",
-        "top_p",
-        "top_k",
-        "stop_sequences",
-        "metadata",
-        "thinking",
-        "tools",
-        "tool_choice",
-        "stream",
-    }
-)
+_KNOWN = frozenset({
+    "model", "messages", "system", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences",
+    "metadata", "thinking", "tools", "tool_choice", "stream"
+})
 _CHOICE_MODE = {"auto": "auto", "any": "required", "tool": "tool", "none": "none"}
 
 

@@ -61,25 +61,11 @@ from busbar.proto.errors import BadRequest
 from busbar.proto.openai.parts import split_data_uri
 from busbar.proto.openai.request import begin_chat, read_chat_messages, read_tools
 
-_KNOWN = frozenset(
-    {
-        "model",
-        "messages",
-        "tools",
-        "tool_choice",
-        "max_tokens",
-        "temperature",
-        "p",
-        "k",
-        "stop_sequences",
-        "seed",
-        "frequency_penalty",
-        "presence_penalty",
-        "thinking",
-        "response_format",
-        "stream",
-    }
-)
+_KNOWN = frozenset({
+    "model", "messages", "tools", "tool_choice", "max_tokens", "temperature", "p", "k",
+    "stop_sequences", "seed", "frequency_penalty", "presence_penalty", "thinking",
+    "response_format", "stream"
+})
 _CHOICE = {"REQUIRED": "required", "NONE": "none"}
 
 

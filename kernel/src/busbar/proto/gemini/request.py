@@ -79,19 +79,10 @@ _GEN_SNAKE = {
     "thinking_config": "thinkingConfig",
     "candidate_count": "candidateCount",
 }
-_TOP_KNOWN = frozenset(
-    {
-        "contents",
-        "systemInstruction",
-        "system_instruction",
-        "tools",
-        "toolConfig",
-        "tool_config",
-        "generationConfig",
-        "generation_config",
-        "model",
-    }
-)
+_TOP_KNOWN = frozenset({
+    "contents", "systemInstruction", "system_instruction", "tools", "toolConfig", "tool_config",
+    "generationConfig", "generation_config", "model"
+})
 _MODE = {"AUTO": "auto", "ANY": "required", "NONE": "none", "VALIDATED": "auto"}
 
 

@@ -45,28 +45,11 @@ from busbar.ir.model import (
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai.parts import parse_arguments, read_part
 
-_KNOWN = frozenset(
-    {
-        "model",
-        "messages",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "max_tokens",
-        "max_completion_tokens",
-        "temperature",
-        "top_p",
-        "frequency_penalty",
-        "presence_penalty",
-        "seed",
-        "stop",
-        "response_format",
-        "user",
-        "reasoning_effort",
-        "stream",
-        "stream_options",
-    }
-)
+_KNOWN = frozenset({
+    "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "max_tokens",
+    "max_completion_tokens", "temperature", "top_p", "frequency_penalty", "presence_penalty",
+    "seed", "stop", "response_format", "user", "reasoning_effort", "stream", "stream_options"
+})
 
 
 def read_request(body: dict[str, Any]) -> IrRequest:

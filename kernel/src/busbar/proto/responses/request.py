@@ -60,23 +60,10 @@ from busbar.proto.openai.parts import parse_arguments, split_data_uri
 from busbar.proto.openai.request import read_tool_choice, read_tools
 from busbar.proto.responses.response import reasoning_to_block
 
-_KNOWN = frozenset(
-    {
-        "model",
-        "input",
-        "instructions",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "max_output_tokens",
-        "temperature",
-        "top_p",
-        "reasoning",
-        "text",
-        "stream",
-        "user",
-    }
-)
+_KNOWN = frozenset({
+    "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
+    "max_output_tokens", "temperature", "top_p", "reasoning", "text", "stream", "user"
+})
 _ROLES = ("user", "assistant", "system", "developer")
 
 
