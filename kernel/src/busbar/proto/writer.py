@@ -72,3 +72,11 @@ def user_turn(m: IrMessage, out: list[dict[str, Any]], dropped: list[str], *, te
         out.append({"role": "user", "content": parts[0]["text"]})
     else:
         out.append({"role": "user", "content": parts})
+
+
+def put_present(body: dict[str, Any], fields: tuple[tuple[str, Any], ...]) -> None:
+    """Set ``body[key] = value`` for each ``(key, value)`` whose value is not None, in order
+    (a writer never emits a null optional field, case C011)."""
+    for key, value in fields:
+        if value is not None:
+            body[key] = value

@@ -104,24 +104,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
             body["system"] = system
     tc = req.tool_choice
     if req.tools:
-        tools = []
-        for t in req.tools:
-            tool: dict[str, Any] = {"name": t.name}
-            if t.description is not None:
-                tool["description"] = t.description
-            tool["input_schema"] = t.input_schema
-            if t.cache_control is not None:
-                tool["cache_control"] = t.cache_control
-            tools.append(tool)
-        body["tools"] = tools
-        choice: dict[str, Any] | None = {"type": _CHOICE[tc.mode]} if tc is not None else None
-        if choice is not None and tc is not None and tc.mode == "tool":
-            choice["name"] = tc.name
-        if req.parallel_tool_calls is False and (choice is None or choice["type"] != "none"):
-            choice = choice or {"type": "auto"}
-            choice["disable_parallel_tool_use"] = True
-        if choice is not None:
-            body["tool_choice"] = choice
+        _tools(req, body, dropped)
     budget = thinking_budget(req, max_tokens)
     if budget is not None and tc is not None and req.tools and tc.mode in ("required", "tool"):
         budget = None
@@ -159,6 +142,29 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
         if k not in body:
             body[k] = v
     return body
+
+
+def _tools(req: IrRequest, body: dict[str, Any], dropped: list[str]) -> None:
+    """The tool fields of a request with tools (definitions, choice, parallel calls)."""
+    tools = []
+    for t in req.tools:
+        tool: dict[str, Any] = {"name": t.name}
+        if t.description is not None:
+            tool["description"] = t.description
+        tool["input_schema"] = t.input_schema
+        if t.cache_control is not None:
+            tool["cache_control"] = t.cache_control
+        tools.append(tool)
+    body["tools"] = tools
+    tc = req.tool_choice
+    choice: dict[str, Any] | None = {"type": _CHOICE[tc.mode]} if tc is not None else None
+    if choice is not None and tc is not None and tc.mode == "tool":
+        choice["name"] = tc.name
+    if req.parallel_tool_calls is False and (choice is None or choice["type"] != "none"):
+        choice = choice or {"type": "auto"}
+        choice["disable_parallel_tool_use"] = True
+    if choice is not None:
+        body["tool_choice"] = choice
 
 
 def _blocks(blocks: list[IrBlock], dropped: list[str]) -> list[dict[str, Any]] | str:

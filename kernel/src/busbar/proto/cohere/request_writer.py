@@ -44,7 +44,7 @@ from busbar.ir.model import (
 )
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai.request_writer import EFFORT_BUDGETS, dump_arguments, image_part
-from busbar.proto.writer import drop, tool_result_text, user_turn
+from busbar.proto.writer import drop, put_present, tool_result_text, user_turn
 
 _SHIM = "__busbar_"
 
@@ -84,41 +84,10 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
             _user(m, msgs, dropped)
     body: dict[str, Any] = {"model": upstream_model, "messages": msgs}
     if req.tools:
-        tc = req.tool_choice
-        only = tc.name if tc is not None and tc.mode == "tool" else None
-        tools = []
-        for t in req.tools:
-            if only is not None and t.name != only:
-                continue
-            fn: dict[str, Any] = {"name": t.name}
-            if t.description is not None:
-                fn["description"] = t.description
-            fn["parameters"] = t.input_schema
-            tools.append({"type": "function", "function": fn})
-            if t.cache_control is not None:
-                drop(dropped, "cache_control")
-        if tools:
-            body["tools"] = tools
-            if tc is not None and tc.mode != "auto":
-                body["tool_choice"] = "NONE" if tc.mode == "none" else "REQUIRED"
-        if req.parallel_tool_calls is False:
-            drop(dropped, "parallel_tool_calls")
-    if req.max_tokens is not None:
-        body["max_tokens"] = req.max_tokens
-    if req.temperature is not None:
-        body["temperature"] = req.temperature
-    if req.top_p is not None:
-        body["p"] = req.top_p
-    if req.top_k is not None:
-        body["k"] = req.top_k
-    if req.stop:
-        body["stop_sequences"] = req.stop
-    if req.seed is not None:
-        body["seed"] = req.seed
-    if req.frequency_penalty is not None:
-        body["frequency_penalty"] = req.frequency_penalty
-    if req.presence_penalty is not None:
-        body["presence_penalty"] = req.presence_penalty
+        _tools(req, body, dropped)
+    put_present(body, (("max_tokens", req.max_tokens), ("temperature", req.temperature), ("p", req.top_p),
+                       ("k", req.top_k), ("stop_sequences", req.stop or None), ("seed", req.seed),
+                       ("frequency_penalty", req.frequency_penalty), ("presence_penalty", req.presence_penalty)))
     thinking = _thinking(req)
     if thinking is not None:
         body["thinking"] = thinking
@@ -132,6 +101,29 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
         if k not in body and not k.startswith(_SHIM):
             body[k] = v
     return body
+
+
+def _tools(req: IrRequest, body: dict[str, Any], dropped: list[str]) -> None:
+    """The tool fields of a request with tools (definitions, choice, parallel calls)."""
+    tc = req.tool_choice
+    only = tc.name if tc is not None and tc.mode == "tool" else None
+    tools = []
+    for t in req.tools:
+        if only is not None and t.name != only:
+            continue
+        fn: dict[str, Any] = {"name": t.name}
+        if t.description is not None:
+            fn["description"] = t.description
+        fn["parameters"] = t.input_schema
+        tools.append({"type": "function", "function": fn})
+        if t.cache_control is not None:
+            drop(dropped, "cache_control")
+    if tools:
+        body["tools"] = tools
+        if tc is not None and tc.mode != "auto":
+            body["tool_choice"] = "NONE" if tc.mode == "none" else "REQUIRED"
+    if req.parallel_tool_calls is False:
+        drop(dropped, "parallel_tool_calls")
 
 
 def _thinking(req: IrRequest) -> dict[str, Any] | None:

@@ -39,7 +39,7 @@ from busbar.ir.model import (
 )
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai.parts import RawArguments
-from busbar.proto.writer import data_uri, drop, tool_result_text, user_turn
+from busbar.proto.writer import data_uri, drop, put_present, tool_result_text, user_turn
 
 EFFORT_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384}
 """The default effort table (seeds 001 ``limits.reasoning_effort_budgets``)."""
@@ -89,23 +89,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
             _user(m, msgs, dropped)
     body: dict[str, Any] = {"model": upstream_model, "messages": msgs}
     if req.tools:
-        tools = []
-        for t in req.tools:
-            fn: dict[str, Any] = {"name": t.name}
-            if t.description is not None:
-                fn["description"] = t.description
-            fn["parameters"] = t.input_schema
-            tools.append({"type": "function", "function": fn})
-            if t.cache_control is not None:
-                drop(dropped, "cache_control")
-        body["tools"] = tools
-        tc = req.tool_choice
-        if tc is not None:
-            body["tool_choice"] = (
-                {"type": "function", "function": {"name": tc.name}} if tc.mode == "tool" else tc.mode
-            )
-        if req.parallel_tool_calls is not None:
-            body["parallel_tool_calls"] = req.parallel_tool_calls
+        _tools(req, body, dropped)
     extra = req.extra
     if req.max_tokens is not None:
         key = (
@@ -114,22 +98,10 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
             else "max_tokens"
         )
         body[key] = req.max_tokens
-    if req.temperature is not None:
-        body["temperature"] = req.temperature
-    if req.top_p is not None:
-        body["top_p"] = req.top_p
-    if req.frequency_penalty is not None:
-        body["frequency_penalty"] = req.frequency_penalty
-    if req.presence_penalty is not None:
-        body["presence_penalty"] = req.presence_penalty
-    if req.seed is not None:
-        body["seed"] = req.seed
-    if req.stop:
-        body["stop"] = req.stop
-    if req.response_format is not None:
-        body["response_format"] = req.response_format
-    if req.user is not None:
-        body["user"] = req.user
+    put_present(body, (("temperature", req.temperature), ("top_p", req.top_p),
+                       ("frequency_penalty", req.frequency_penalty), ("presence_penalty", req.presence_penalty),
+                       ("seed", req.seed), ("stop", req.stop or None), ("response_format", req.response_format),
+                       ("user", req.user)))
     if req.top_k is not None:
         drop(dropped, "top_k")
     r = req.reasoning
@@ -146,6 +118,25 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
         if k not in body and k != "max_completion_tokens":
             body[k] = v
     return body
+
+
+def _tools(req: IrRequest, body: dict[str, Any], dropped: list[str]) -> None:
+    """``tools`` (function tools), ``tool_choice`` and ``parallel_tool_calls`` of a request with tools."""
+    tools = []
+    for t in req.tools:
+        fn: dict[str, Any] = {"name": t.name}
+        if t.description is not None:
+            fn["description"] = t.description
+        fn["parameters"] = t.input_schema
+        tools.append({"type": "function", "function": fn})
+        if t.cache_control is not None:
+            drop(dropped, "cache_control")
+    body["tools"] = tools
+    tc = req.tool_choice
+    if tc is not None:
+        body["tool_choice"] = {"type": "function", "function": {"name": tc.name}} if tc.mode == "tool" else tc.mode
+    if req.parallel_tool_calls is not None:
+        body["parallel_tool_calls"] = req.parallel_tool_calls
 
 
 def _text_content(blocks: list[Any], dropped: list[str]) -> str | list[dict[str, Any]]:

@@ -52,7 +52,7 @@ from busbar.ir.model import (
 from busbar.proto.errors import BadRequest
 from busbar.proto.openai.request_writer import dump_arguments, effort_for_budget
 from busbar.proto.responses.response import format_for
-from busbar.proto.writer import data_uri, drop, tool_result_text, user_turn
+from busbar.proto.writer import data_uri, drop, put_present, tool_result_text, user_turn
 
 MIN_OUTPUT_TOKENS = 16
 """The smallest ``max_output_tokens`` the Responses API accepts."""
@@ -95,28 +95,10 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
             body["instructions"] = ins
     body["input"] = items
     if req.tools:
-        tools = []
-        for t in req.tools:
-            tool: dict[str, Any] = {"type": "function", "name": t.name}
-            if t.description is not None:
-                tool["description"] = t.description
-            tool["parameters"] = t.input_schema
-            tool["strict"] = False
-            tools.append(tool)
-            if t.cache_control is not None:
-                drop(dropped, "cache_control")
-        body["tools"] = tools
-        tc = req.tool_choice
-        if tc is not None:
-            body["tool_choice"] = {"type": "function", "name": tc.name} if tc.mode == "tool" else tc.mode
-        if req.parallel_tool_calls is not None:
-            body["parallel_tool_calls"] = req.parallel_tool_calls
+        _tools(req, body, dropped)
     if req.max_tokens is not None:
         body["max_output_tokens"] = max(req.max_tokens, MIN_OUTPUT_TOKENS)
-    if req.temperature is not None:
-        body["temperature"] = req.temperature
-    if req.top_p is not None:
-        body["top_p"] = req.top_p
+    put_present(body, (("temperature", req.temperature), ("top_p", req.top_p)))
     reasoning = _reasoning(req)
     if reasoning is not None:
         body["reasoning"] = reasoning
@@ -143,6 +125,26 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
         if k not in body and not k.startswith(_SHIM):
             body[k] = v
     return body
+
+
+def _tools(req: IrRequest, body: dict[str, Any], dropped: list[str]) -> None:
+    """The tool fields of a request with tools (definitions, choice, parallel calls)."""
+    tools = []
+    for t in req.tools:
+        tool: dict[str, Any] = {"type": "function", "name": t.name}
+        if t.description is not None:
+            tool["description"] = t.description
+        tool["parameters"] = t.input_schema
+        tool["strict"] = False
+        tools.append(tool)
+        if t.cache_control is not None:
+            drop(dropped, "cache_control")
+    body["tools"] = tools
+    tc = req.tool_choice
+    if tc is not None:
+        body["tool_choice"] = {"type": "function", "name": tc.name} if tc.mode == "tool" else tc.mode
+    if req.parallel_tool_calls is not None:
+        body["parallel_tool_calls"] = req.parallel_tool_calls
 
 
 def _reasoning(req: IrRequest) -> dict[str, Any] | None:
