@@ -44,7 +44,7 @@ from busbar.ir.model import (
     ToolUseBlock,
 )
 from busbar.proto.errors import BadRequest
-from busbar.proto.writer import drop
+from busbar.proto.writer import drop, put_present
 
 DEFAULT_MAX_TOKENS = 4096
 """``limits.default_max_tokens``: written only when the caller left ``max_tokens`` unset."""
@@ -56,6 +56,20 @@ MIN_THINKING_BUDGET = 1024
 """The API minimum ``budget_tokens``; also the answer tokens always left under ``max_tokens``."""
 
 _CHOICE = {"auto": "auto", "required": "any", "tool": "tool", "none": "none"}
+
+
+def sampling_with_thinking(req: IrRequest, budget: int | None, dropped: list[str]) -> tuple[Any, Any]:
+    """``(temperature, top_p)`` to send: with thinking on (``budget`` not None) Claude refuses a
+    temperature and a ``top_p`` below 0.95, so those are None and recorded in ``dropped``."""
+    if budget is None:
+        return req.temperature, req.top_p
+    if req.temperature is not None:
+        drop(dropped, "temperature")
+    top_p = req.top_p
+    if top_p is not None and top_p < 0.95:
+        drop(dropped, "top_p")
+        top_p = None
+    return None, top_p
 
 
 def thinking_budget(req: IrRequest, max_tokens: int) -> int | None:
@@ -112,16 +126,7 @@ def write_request(req: IrRequest, upstream_model: str) -> dict[str, Any]:
         drop(dropped, "reasoning")
     if budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-    if req.temperature is not None:
-        if budget is None:
-            body["temperature"] = req.temperature
-        else:
-            drop(dropped, "temperature")
-    if req.top_p is not None:
-        if budget is None or req.top_p >= 0.95:
-            body["top_p"] = req.top_p
-        else:
-            drop(dropped, "top_p")
+    put_present(body, tuple(zip(("temperature", "top_p"), sampling_with_thinking(req, budget, dropped))))
     if req.top_k is not None:
         if budget is None:
             body["top_k"] = req.top_k

@@ -49,11 +49,11 @@ from busbar.ir.model import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from busbar.proto.anthropic.request_writer import thinking_budget
+from busbar.proto.anthropic.request_writer import sampling_with_thinking, thinking_budget
 from busbar.proto.bedrock.names import alias, wire_name
 from busbar.proto.bedrock.request import DOCUMENT_FORMATS, IMAGE_FORMATS
 from busbar.proto.errors import BadRequest
-from busbar.proto.writer import drop
+from busbar.proto.writer import drop, put_present
 
 _CACHE_POINT = {"cachePoint": {"type": "default"}}
 _IMAGE_FORMAT = {v: k for k, v in IMAGE_FORMATS.items()} | {"image/jpg": "jpeg"}
@@ -61,6 +61,17 @@ _DOC_FORMAT = {v: k for k, v in DOCUMENT_FORMATS.items()} | {"text/x-markdown": 
 _DOC_NAME_BAD = re.compile(r"[^A-Za-z0-9\s\-()\[\]]+")
 _SPACES = re.compile(r"\s+")
 _NO_BUDGET_CAP = 1 << 30
+
+
+def _inference_config(req: IrRequest, budget: int | None, dropped: list[str]) -> dict[str, Any]:
+    """``inferenceConfig``: ``maxTokens``, ``temperature``/``topP`` (as thinking allows, see
+    ``sampling_with_thinking``), ``stopSequences``, under a same-protocol client's other keys."""
+    ic: dict[str, Any] = {}
+    temperature, top_p = sampling_with_thinking(req, budget, dropped)
+    put_present(ic, (("maxTokens", req.max_tokens), ("temperature", temperature), ("topP", top_p),
+                     ("stopSequences", req.stop or None)))
+    more_ic = req.extra.get("inferenceConfig")
+    return {**more_ic, **ic} if isinstance(more_ic, dict) else ic
 
 
 class _Ctx:
@@ -123,25 +134,8 @@ def write_request(req: IrRequest, upstream_model: str, *, prompt_caching: bool =
         budget = None
     if req.reasoning is not None and budget is None:
         drop(ctx.dropped, "reasoning")
-    ic: dict[str, Any] = {}
-    if max_tokens is not None:
-        ic["maxTokens"] = max_tokens
-    if req.temperature is not None:
-        if budget is None:
-            ic["temperature"] = req.temperature
-        else:
-            drop(ctx.dropped, "temperature")
-    if req.top_p is not None:
-        if budget is None or req.top_p >= 0.95:
-            ic["topP"] = req.top_p
-        else:
-            drop(ctx.dropped, "top_p")
-    if req.stop:
-        ic["stopSequences"] = req.stop
     extra = req.extra
-    more_ic = extra.get("inferenceConfig")
-    if isinstance(more_ic, dict):
-        ic = {**more_ic, **ic}
+    ic = _inference_config(req, budget, ctx.dropped)
     if ic:
         body["inferenceConfig"] = ic
     tool_config = _tool_config(req, ctx)
