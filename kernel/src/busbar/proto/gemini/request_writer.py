@@ -94,6 +94,31 @@ def function_response(b: ToolResultBlock, dropped: list[str]) -> dict[str, Any]:
     return {"output": text}
 
 
+def _tools(req: IrRequest, body: dict[str, Any], dropped: list[str]) -> None:
+    """``tools`` (one ``functionDeclarations`` entry) and ``toolConfig`` of a request with tools;
+    a Gemini client's own ``toolConfig`` (in ``extra``, same-protocol) wins."""
+    decls = []
+    for t in req.tools:
+        d: dict[str, Any] = {"name": wire_name(t.name, gemini=True)}
+        if t.description:
+            d["description"] = t.description
+        d["parameters" if _is_openapi(t.input_schema) else "parametersJsonSchema"] = t.input_schema
+        decls.append(d)
+        if t.cache_control is not None:
+            drop(dropped, "cache_control")
+    body["tools"] = [{"functionDeclarations": decls}]
+    tc = req.tool_choice
+    if tc is not None:
+        fcc: dict[str, Any] = {"mode": _CHOICE.get(tc.mode, "AUTO")}
+        if tc.mode == "tool" and tc.name:
+            fcc["allowedFunctionNames"] = [wire_name(tc.name, gemini=True)]
+        body["toolConfig"] = {"functionCallingConfig": fcc}
+    if isinstance(req.extra.get("toolConfig"), dict):  # a Gemini client's own config (allowed names)
+        body["toolConfig"] = req.extra["toolConfig"]
+    if req.parallel_tool_calls is False:
+        drop(dropped, "parallel_tool_calls")
+
+
 class _Ctx:
     __slots__ = ("dropped", "names", "placeholder")
 
@@ -141,26 +166,7 @@ def write_request(
             body["systemInstruction"] = {"parts": sys_parts}
     extra = req.extra
     if req.tools:
-        decls = []
-        for t in req.tools:
-            d: dict[str, Any] = {"name": wire_name(t.name, gemini=True)}
-            if t.description:
-                d["description"] = t.description
-            d["parameters" if _is_openapi(t.input_schema) else "parametersJsonSchema"] = t.input_schema
-            decls.append(d)
-            if t.cache_control is not None:
-                drop(ctx.dropped, "cache_control")
-        body["tools"] = [{"functionDeclarations": decls}]
-        tc = req.tool_choice
-        if tc is not None:
-            fcc: dict[str, Any] = {"mode": _CHOICE.get(tc.mode, "AUTO")}
-            if tc.mode == "tool" and tc.name:
-                fcc["allowedFunctionNames"] = [wire_name(tc.name, gemini=True)]
-            body["toolConfig"] = {"functionCallingConfig": fcc}
-        if isinstance(extra.get("toolConfig"), dict):  # a Gemini client's own config (allowed names)
-            body["toolConfig"] = extra["toolConfig"]
-        if req.parallel_tool_calls is False:
-            drop(ctx.dropped, "parallel_tool_calls")
+        _tools(req, body, ctx.dropped)
     gc = _generation(req, ctx)
     more = extra.get("generationConfig")
     if isinstance(more, dict):
