@@ -2,7 +2,7 @@
 
 ``FrameDecoder`` owns ``feed``/``close`` (``busbar.proto.base.StreamDecoder``); a dialect's
 decoder supplies how bytes become frames (``_split``/``_flush``), what one frame means
-(``_on_frame``) and what a body that ends without its terminator means (``_at_end``, by default
+(``_frame``) and what a body that ends without its terminator means (``_at_end``, by default
 a ``StreamError``: a truncated stream must not look like a clean finish).
 
 Whatever the upstream sends, ``feed``/``close`` return events: a frame that is not what the
@@ -64,10 +64,11 @@ def json_object(data: str | bytes, message: str = "upstream sent a malformed str
 
 
 WRONG_TYPE = "upstream sent a stream event with a field of the wrong type"
+_LO, _HI = -(2**63), 2**64      # what every encoder can write as a JSON integer
 
 
 def _int(v: object) -> bool:
-    return type(v) is int and -(2**63) <= v < 2**64  # type: ignore[operator]
+    return type(v) is int and _LO <= v < _HI  # type: ignore[operator]
 
 
 def _opt_str(v: object) -> bool:
@@ -89,21 +90,18 @@ def _block_ok(b: object) -> bool:
     return False
 
 
-def check_events(events: list[StreamEvent], start: int = 0) -> None:
-    """Check the field types of ``events[start:]`` (what every stream encoder relies on).
+def first_wrong(events: list[StreamEvent]) -> int:
+    """Index of the first event with a field of the wrong type for the stream encoders, or -1.
 
     A decoder copies provider values into IR events; a provider value of the wrong type (an id
-    that is a number, a text that is a list, a token count that is a string) must stop here, not
-    inside a client's encoder.
-
-    Raises:
-        MalformedFrame: ``WRONG_TYPE`` for the first event with a wrong-typed field.
+    that is a number, a text that is a list, a token count that is a string) must stop at the
+    decoder, not inside a client's encoder.
     """
-    for i in range(start, len(events)):
-        ev = events[i]
+    for i, ev in enumerate(events):
         t = type(ev)
         if t is BlockDelta:
-            ok = _int(ev.index) and type(ev.value) is str  # type: ignore[union-attr]
+            idx = ev.index  # type: ignore[union-attr]
+            ok = type(ev.value) is str and type(idx) is int and _LO <= idx < _HI  # type: ignore[union-attr]
         elif t is BlockStart:
             ok = _int(ev.index) and _block_ok(ev.block)  # type: ignore[union-attr]
         elif t is BlockStop:
@@ -116,7 +114,8 @@ def check_events(events: list[StreamEvent], start: int = 0) -> None:
         else:
             ok = True
         if not ok:
-            raise MalformedFrame(WRONG_TYPE)
+            return i
+    return -1
 
 
 def fault_message(exc: BaseException, malformed: str) -> str:
@@ -130,65 +129,79 @@ def fault_message(exc: BaseException, malformed: str) -> str:
 class FrameDecoder:
     """Base of every stream decoder: the feed/close loop and the never-raise rule.
 
-    Subclasses implement ``_split(chunk) -> frames`` and ``_on_frame(frame, out)``; optionally
-    ``_flush() -> frames`` (the framer's tail at end of body, default none) and ``_at_end(out)``
-    (end of body before the terminator, default ``StreamError(api_error, PREMATURE_END)``). A
+    Subclasses implement ``_split(chunk) -> frames`` (pairs) and ``_frame(a, b, out)`` (one
+    frame: SSE ``(event, data)``, eventstream ``(headers, payload)``); optionally ``_flush() ->
+    frames`` (the framer's tail at end of body, default none) and ``_at_end(out)`` (end of body
+    before the terminator, default ``StreamError(api_error, PREMATURE_END)``). A framer that finds
+    garbage after some good frames returns those and leaves the fault in ``self._late``. A
     subclass sets ``self._done = True`` once its terminator (or an upstream error event) is seen.
     ``MALFORMED`` is the message of a fault with no text of its own.
     """
 
-    __slots__ = ("_done",)
+    __slots__ = ("_done", "_late")
 
     MALFORMED = "upstream sent a malformed stream event"
 
     def __init__(self) -> None:
         self._done = False
+        self._late: BaseException | None = None   # a framer fault found after the frames it returned
 
     def feed(self, chunk: bytes) -> list[StreamEvent]:
         """Consume upstream bytes; return the IR events completed so far (never raises)."""
         if self._done:
             return []
         out: list[StreamEvent] = []
-        n = 0
+        fault: BaseException | None = None
         try:
-            for frame in self._split(chunk):
-                n = len(out)
-                self._on_frame(frame, out)
-                check_events(out, n)
+            frames = self._split(chunk)
+            if not frames and self._late is None:
+                return out                  # the common case of a read inside one event
+            frame = self._frame
+            for a, b in frames:
+                frame(a, b, out)
                 if self._done:
                     break
+            else:
+                fault, self._late = self._late, None
         except Exception as e:  # noqa: BLE001 - any decoding fault is the upstream's: in-band error
-            del out[n:]         # nothing half-decoded from the faulty frame
-            self._fault(e, out)
-        return out
+            fault = e
+        return self._checked(out, fault)
 
     def close(self) -> list[StreamEvent]:
         """End of upstream body: flush the framer, then the terminal events or a ``StreamError``."""
         if self._done:
             return []
         out: list[StreamEvent] = []
-        n = 0
+        fault: BaseException | None = None
         try:
-            for frame in self._flush():
-                n = len(out)
-                self._on_frame(frame, out)
-                check_events(out, n)
+            for a, b in self._flush():
+                self._frame(a, b, out)
                 if self._done:
-                    return out
-            self._done = True
-            n = len(out)
-            self._at_end(out)
-            check_events(out, n)
+                    break
+            else:
+                fault, self._late = self._late, None
+                if fault is None:
+                    self._done = True
+                    self._at_end(out)
         except Exception as e:  # noqa: BLE001 - as in feed: never raise past the decoder
-            del out[n:]
-            self._fault(e, out)
+            fault = e
+        return self._checked(out, fault)
+
+    def _checked(self, out: list[StreamEvent], fault: BaseException | None) -> list[StreamEvent]:
+        """``out`` up to its first wrong-typed event; a fault (or that event) ends the stream."""
+        bad = first_wrong(out) if out else -1
+        if bad >= 0:
+            del out[bad:]
+            fault = fault or MalformedFrame(WRONG_TYPE)
+        if fault is not None:
+            self._fault(fault, out)
         return out
 
     # ---- what a dialect supplies
-    def _split(self, chunk: bytes) -> Iterable[Any]:
+    def _split(self, chunk: bytes) -> list[Any]:
         raise NotImplementedError
 
-    def _on_frame(self, frame: Any, out: list[StreamEvent]) -> None:
+    def _frame(self, a: Any, b: Any, out: list[StreamEvent]) -> None:
         raise NotImplementedError
 
     def _flush(self) -> Iterable[Any]:
@@ -218,22 +231,16 @@ class SseDecoder(FrameDecoder):
         super().__init__()
         self._sse = SseParser()
 
-    def _split(self, chunk: bytes) -> Iterable[Any]:
+    def _split(self, chunk: bytes) -> list[Any]:
         try:
             return self._sse.feed(chunk)
         except SseGarbage as e:   # the frames before the garbage still count, then the fault
-            return [*e.frames, e]
+            self._late = e
+            return e.frames
 
     def _flush(self) -> Iterable[Any]:
         try:
             return self._sse.close()
         except SseGarbage as e:
-            return [*e.frames, e]
-
-    def _on_frame(self, frame: Any, out: list[StreamEvent]) -> None:
-        if isinstance(frame, SseGarbage):
-            raise frame
-        self._frame(frame[0], frame[1], out)
-
-    def _frame(self, event: str | None, data: str, out: list[StreamEvent]) -> None:
-        raise NotImplementedError
+            self._late = e
+            return e.frames

@@ -126,8 +126,7 @@ class InvokeStreamDecoder(FrameDecoder):
     def _split(self, chunk: bytes) -> list[tuple[Headers, bytes]]:
         return split_eventstream(self._es, chunk)
 
-    def _on_frame(self, frame: tuple[Headers, bytes], out: list[StreamEvent]) -> None:
-        headers, payload = frame
+    def _frame(self, headers: Headers, payload: bytes, out: list[StreamEvent]) -> None:
         mtype = headers.get(":message-type", "event")
         if mtype != "event":
             exc = str(headers.get(":exception-type") or headers.get(":error-code") or "")

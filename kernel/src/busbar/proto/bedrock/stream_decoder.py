@@ -71,9 +71,6 @@ class BedrockStreamDecoder(FrameDecoder):
     def _split(self, chunk: bytes) -> list[tuple[Headers, bytes]]:
         return split_eventstream(self._es, chunk)
 
-    def _on_frame(self, frame: tuple[dict[str, Any], bytes], out: list[StreamEvent]) -> None:
-        self._message(frame[0], frame[1], out)
-
     def _at_end(self, out: list[StreamEvent]) -> None:
         """End of body: finish after ``messageStop``; anything else is a ``StreamError``."""
         if self._stop is None:
@@ -82,7 +79,7 @@ class BedrockStreamDecoder(FrameDecoder):
         self._ensure_started(out)
         out += [MessageDelta(self._stop, None, Usage()), MessageStop()]
 
-    def _message(self, headers: dict[str, Any], payload: bytes, out: list[StreamEvent]) -> None:
+    def _frame(self, headers: dict[str, Any], payload: bytes, out: list[StreamEvent]) -> None:
         mtype = headers.get(":message-type", "event")
         if mtype == "exception":
             exc = str(headers.get(":exception-type") or "")

@@ -122,7 +122,7 @@ class GeminiStreamDecoder(SseDecoder):
         self._any_call = False
         self._usage = Usage()
 
-    def _split(self, chunk: bytes) -> Iterable[Any]:
+    def _split(self, chunk: bytes) -> list[Any]:
         """SSE frames, or JSON-array elements when the body starts with ``[`` (sniffed once)."""
         if not self._sniffed:
             if not chunk.lstrip():
