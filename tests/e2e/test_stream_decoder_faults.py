@@ -92,10 +92,10 @@ def test_garbage_on_a_same_protocol_anthropic_stream_is_an_error_event(gw, mock)
     mock.script([{"match": {"model": "an-junk"}, "response": {"chunk_delay_ms": 50,
         "sse": [AN_START, AN_BLOCK, AN_DELTA, {"raw": GARBAGE}, {"type": "message_stop"}]}}])
     client = anthropic.Anthropic(base_url=gw.url, api_key="x", max_retries=0)
-    with pytest.raises(anthropic.APIStatusError) as e:
-        with client.messages.stream(model="an-garbage", max_tokens=50, messages=MSG) as s:
-            for _ in s:
-                pass
+    with pytest.raises(anthropic.APIStatusError) as e, \
+            client.messages.stream(model="an-garbage", max_tokens=50, messages=MSG) as s:
+        for _ in s:
+            pass
     assert e.value.body == {"type": "error", "error": {
         "type": "api_error", "message": "upstream sent bytes that are not server-sent events"}}
     assert failures(gw, "an-garbage", "an-junk") == 1

@@ -8,13 +8,13 @@ import os
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from busbar_mock_provider.fixtures import FixtureStore, default_fixtures_dir
 from busbar.proto.bedrock.request import read_request
 from busbar.proto.errors import BadRequest
 from busbar.proto.registry import DIALECTS
+from busbar_mock_provider.fixtures import FixtureStore, default_fixtures_dir
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests.support.mutate import json_values, replaced
 
 STORE = FixtureStore(default_fixtures_dir())
@@ -37,7 +37,7 @@ def _write_everywhere(body) -> None:
         assert e.message and "Error" not in e.message
         return
     ir.model = "m"
-    for name, dialect in DIALECTS.items():
+    for dialect in DIALECTS.values():
         try:
             dialect.write_request(ir, "up")
         except BadRequest:

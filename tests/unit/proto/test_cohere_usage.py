@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import orjson
 import pytest
-
-from busbar_mock_provider.fixtures import FixtureStore, default_fixtures_dir
 from busbar.ir.model import IrRequest, MessageDelta, Usage
 from busbar.proto.cohere.response import usage_from_cohere
 from busbar.proto.registry import DIALECTS
+from busbar_mock_provider.fixtures import FixtureStore, default_fixtures_dir
 
 STORE = FixtureStore(default_fixtures_dir())
 COHERE = DIALECTS["cohere"]

@@ -3,7 +3,6 @@ that must not be taken for one."""
 from __future__ import annotations
 
 import pytest
-
 from busbar.proto.base import UpstreamErrorInfo
 from busbar.proto.context_length import WORDINGS, matching, says_context_length
 from busbar.proxy.disposition import classify

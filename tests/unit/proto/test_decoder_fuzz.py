@@ -14,10 +14,6 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from busbar_mock_provider.fixtures import FixtureStore, default_fixtures_dir, split_eventstream, split_sse
 from busbar.ir.model import (
     BlockDelta,
     BlockStart,
@@ -30,6 +26,10 @@ from busbar.ir.model import (
 )
 from busbar.proto.bedrock.eventstream import EventStreamDecoder, encode_event, encode_message, header
 from busbar.proto.registry import DIALECTS
+from busbar_mock_provider.fixtures import FixtureStore, default_fixtures_dir, split_eventstream, split_sse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests.support.mutate import json_values, replaced
 
 IR_EVENTS = (MessageStart, BlockStart, BlockDelta, BlockStop, MessageDelta, MessageStop, StreamError)

@@ -3,7 +3,6 @@ values kept as sent, the both-spellings refusal, and the countTokens form."""
 from __future__ import annotations
 
 import pytest
-
 from busbar.proto.errors import BadRequest
 from busbar.proto.gemini import DIALECT
 from busbar.proto.gemini.casing import camel, count_tokens_request, normalize

@@ -70,7 +70,7 @@ def body_sizes(ingress: Any, body: Any) -> Sizes | None:
     """The request's :data:`busbar.hooks.projection.Sizes` read from ``body`` (the client's parsed
     JSON) for the ``ingress`` dialect, or ``None`` when this body needs the IR (see the module
     docstring). Never raises."""
-    reader = _READERS.get(getattr(ingress, "name", None))
+    reader = _READERS.get(str(getattr(ingress, "name", "")))
     if reader is None or type(body) is not dict:
         return None
     return reader(body)

@@ -79,7 +79,7 @@ class Disposition:
                CONTEXT_LENGTH)
     """Every class, in the order the docs list them."""
 
-    _OF_KIND = {ErrorKind.RATE_LIMIT: RATE_LIMIT, ErrorKind.OVERLOADED: OVERLOADED,
+    _OF_KIND: ClassVar[dict[str, str]] = {ErrorKind.RATE_LIMIT: RATE_LIMIT, ErrorKind.OVERLOADED: OVERLOADED,
                 ErrorKind.TIMEOUT: TIMEOUT, ErrorKind.AUTHENTICATION: AUTH, ErrorKind.PERMISSION: AUTH}
 
     @staticmethod

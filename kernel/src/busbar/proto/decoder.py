@@ -17,7 +17,8 @@ SSE dialects.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import orjson
 
@@ -68,7 +69,7 @@ _LO, _HI = -(2**63), 2**64      # what every encoder can write as a JSON integer
 
 
 def _int(v: object) -> bool:
-    return type(v) is int and _LO <= v < _HI  # type: ignore[operator]
+    return type(v) is int and _LO <= v < _HI
 
 
 def _opt_str(v: object) -> bool:

@@ -40,9 +40,9 @@ def classify(status: int, info: UpstreamErrorInfo | None, error_map: dict[str, s
             if key is not None and key in error_map:
                 cls = error_map[key]
                 break
-    if cls is None and status in (400, 413) and info is not None:
-        if says_context_length(info.code, info.type, info.message):
-            cls = "context_length"
+    if (cls is None and status in (400, 413) and info is not None
+            and says_context_length(info.code, info.type, info.message)):
+        cls = "context_length"
     if cls == "context_length" and status >= 500:
         cls = None
     if cls is not None:

@@ -24,7 +24,6 @@ from busbar.ir.model import (
     MessageDelta,
     MessageStart,
     MessageStop,
-    StreamError,
     StreamEvent,
     TextBlock,
     ThinkingBlock,

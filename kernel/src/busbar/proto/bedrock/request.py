@@ -223,7 +223,8 @@ def _read_tool_config(tc: dict[str, Any], ir: IrRequest) -> None:
             raise BadRequest("toolConfig.toolChoice: must be one of {auto: {}}, {any: {}}, {tool: {name}}")
         name = None
         if mode == "tool":
-            name = _obj(choice["tool"], "toolConfig.toolChoice.tool", "an object like {\"name\": \"<tool>\"}").get("name")
+            named = _obj(choice["tool"], "toolConfig.toolChoice.tool", 'an object like {"name": "<tool>"}')
+            name = named.get("name")
             if not isinstance(name, str) or not name:
                 raise BadRequest("toolConfig.toolChoice.tool.name: required, the name of one of toolConfig.tools")
         ir.tool_choice = ToolChoice(_CHOICE[mode], name)
@@ -292,7 +293,8 @@ def read_block(b: dict[str, Any], where: str) -> IrBlock:
     if "image" in b:
         img = _obj(b["image"], f"{where}.image", "an object like {\"format\": \"png\", \"source\": {\"bytes\": ...}}")
         fmt = img.get("format")
-        data = _obj(img.get("source") or {}, f"{where}.image.source", "an object like {\"bytes\": \"<base64>\"}").get("bytes")
+        source = _obj(img.get("source") or {}, f"{where}.image.source", 'an object like {"bytes": "<base64>"}')
+        data = source.get("bytes")
         if not isinstance(fmt, str) or fmt not in IMAGE_FORMATS:
             raise BadRequest(f"{where}.image.format: {fmt!r} is not one of png, jpeg, gif, webp")
         return ImageBlock("base64", media_type=IMAGE_FORMATS[fmt], data=_base64(data, f"{where}.image.source.bytes"))

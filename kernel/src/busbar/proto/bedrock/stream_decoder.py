@@ -52,8 +52,8 @@ from busbar.proto.base import ErrorKind
 from busbar.proto.bedrock.errors import kind_of
 from busbar.proto.bedrock.eventstream import EventStreamDecoder, Headers, split_eventstream
 from busbar.proto.bedrock.names import client_name
-from busbar.proto.decoder import PREMATURE_END, FrameDecoder, json_object
 from busbar.proto.bedrock.response import FAILURE_STOPS, stop_to_ir, usage_from_bedrock
+from busbar.proto.decoder import PREMATURE_END, FrameDecoder, json_object
 
 
 class BedrockStreamDecoder(FrameDecoder):

@@ -48,13 +48,10 @@ import orjson
 from busbar.ir.model import (
     ImageBlock,
     IrBlock,
-    IrMessage,
     IrRequest,
     ReasoningAsk,
     TextBlock,
     ToolChoice,
-    ToolResultBlock,
-    ToolUseBlock,
 )
 from busbar.proto.cohere.response import read_message
 from busbar.proto.errors import BadRequest

@@ -37,15 +37,14 @@ from busbar.ir.model import (
     MessageDelta,
     MessageStart,
     MessageStop,
-    StreamError,
     StreamEvent,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
 )
 from busbar.proto.cohere.response import failure, finish_to_ir, usage_from_cohere
-from busbar.proto.openai.response import mint_id
 from busbar.proto.decoder import SseDecoder, json_object
+from busbar.proto.openai.response import mint_id
 
 _PLAN = ("plan", 0)
 

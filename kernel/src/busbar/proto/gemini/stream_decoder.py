@@ -24,7 +24,8 @@ Source: ORIGINAL.md §2.3 "Streaming", "Gemini"; cases C003, C018, C037, C038, C
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import orjson
 
@@ -43,9 +44,9 @@ from busbar.ir.model import (
     Usage,
 )
 from busbar.proto.base import ErrorKind
+from busbar.proto.decoder import PREMATURE_END, SseDecoder, json_object
 from busbar.proto.gemini.errors import stream_error_kind
 from busbar.proto.gemini.response import FINISH_TO_IR, call_block, finish_to_ir, usage_from_gemini
-from busbar.proto.decoder import PREMATURE_END, SseDecoder, json_object
 
 
 class _ArrayFramer:

@@ -28,6 +28,7 @@ from busbar.ir.model import (
     ToolUseBlock,
     Usage,
 )
+from busbar.proto.decoder import PREMATURE_END, SseDecoder, json_object
 from busbar.proto.openai.errors import stream_error_kind
 from busbar.proto.openai.request_writer import dump_arguments
 from busbar.proto.openai.response import (
@@ -35,7 +36,6 @@ from busbar.proto.openai.response import (
     mint_id,
     usage_from_openai,
 )
-from busbar.proto.decoder import PREMATURE_END, SseDecoder, json_object
 
 
 class OpenAIStreamDecoder(SseDecoder):

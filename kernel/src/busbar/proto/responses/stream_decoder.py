@@ -35,16 +35,15 @@ from busbar.ir.model import (
     MessageDelta,
     MessageStart,
     MessageStop,
-    StreamError,
     StreamEvent,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
 )
+from busbar.proto.decoder import SseDecoder, json_object
 from busbar.proto.openai.response import mint_id
 from busbar.proto.responses.errors import error_kind
 from busbar.proto.responses.response import read_output, stop_for, usage_from_responses
-from busbar.proto.decoder import SseDecoder, json_object
 
 _TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
 _THINK_DELTAS = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
