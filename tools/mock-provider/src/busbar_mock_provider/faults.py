@@ -11,7 +11,11 @@ body's ``model``), ``path_prefix`` (the raw request path starts with it), ``stre
 ``response`` keys (all optional): ``status``, ``body`` (JSON value, or a string sent verbatim),
 ``headers``, ``delay_ms``, ``hang``, ``fixture``, ``sse``, ``chunk_delay_ms``, ``drop_after``,
 ``error_after``, ``error`` (payload or message of the in-band error), ``text`` (replaces the default
-reply text). At most one of body / fixture / sse / text. Semantics: docs/mock-provider.md; how a
+reply text), ``stall_after`` (headers and N frames / body bytes, then silence until the client
+leaves), ``trickle_ms`` (the body or frames written one byte at a time), ``body_bytes`` (a generated
+JSON body of exactly N bytes, never held whole), ``gzip`` (the body sent ``content-encoding: gzip``,
+compressed on the fly). At most one of body / fixture / sse / text / body_bytes; at most one of
+drop_after / error_after / stall_after. Semantics: docs/mock-provider.md; how a
 response becomes bytes on the wire: ``scripted.py``.
 
 Validation collects every fault with its key path and raises once (:class:`ScriptError`).
@@ -51,7 +55,12 @@ _RESPONSE_KEYS = (
     "error_after",
     "error",
     "text",
+    "stall_after",
+    "trickle_ms",
+    "body_bytes",
+    "gzip",
 )
+_MAX_BODY_BYTES = 1 << 34  # 16 GiB: body_bytes is generated piece by piece, never held
 _MAX_DELAY_MS = 3_600_000
 
 
@@ -98,6 +107,10 @@ class ResponseSpec:
     error_after: int | None = None
     error: Any = None
     text: str | None = None
+    stall_after: int | None = None
+    trickle_ms: float | None = None
+    body_bytes: int | None = None
+    gzip: bool = False
 
 
 @dataclass(slots=True)
@@ -138,25 +151,32 @@ def _parse_response(raw: Any, at: str, faults: list[str], store: fx.FixtureStore
         spec.headers = {str(k).lower(): str(v) for k, v in headers.items()}
     else:
         faults.append(f"{at}.headers: expected an object of header name -> string or number")
-    for key in ("delay_ms", "chunk_delay_ms"):
+    for key in ("delay_ms", "chunk_delay_ms", "trickle_ms"):
         if key in raw:
             v = raw[key]
             if _is_num(v) and 0 <= v <= _MAX_DELAY_MS:
                 setattr(spec, key, float(v))
             else:
                 faults.append(f"{at}.{key}: {v!r} is not a number of milliseconds in 0..{_MAX_DELAY_MS}")
-    for key in ("drop_after", "error_after"):
+    for key in ("drop_after", "error_after", "stall_after"):
         if key in raw:
             v = raw[key]
             if _is_int(v) and v >= 0:
                 setattr(spec, key, v)
             else:
                 faults.append(f"{at}.{key}: {v!r} is not a count (an int >= 0)")
-    if "hang" in raw:
-        if isinstance(raw["hang"], bool):
-            spec.hang = raw["hang"]
+    for key in ("hang", "gzip"):
+        if key in raw:
+            if isinstance(raw[key], bool):
+                setattr(spec, key, raw[key])
+            else:
+                faults.append(f"{at}.{key}: {raw[key]!r} is not a boolean")
+    if "body_bytes" in raw:
+        v = raw["body_bytes"]
+        if _is_int(v) and 16 <= v <= _MAX_BODY_BYTES:
+            spec.body_bytes = v
         else:
-            faults.append(f"{at}.hang: {raw['hang']!r} is not a boolean")
+            faults.append(f"{at}.body_bytes: {v!r} is not a byte count in 16..{_MAX_BODY_BYTES}")
     if "fixture" in raw:
         rel = raw["fixture"]
         if not isinstance(rel, str):
@@ -189,11 +209,10 @@ def _parse_response(raw: Any, at: str, faults: list[str], store: fx.FixtureStore
             spec.text = raw["text"]
         else:
             faults.append(f"{at}.text: {raw['text']!r} is not a string")
-    given = [k for k in ("body", "fixture", "sse", "text") if k in raw]
-    if len(given) > 1:
-        faults.append(f"{at}: {' and '.join(given)} are exclusive; keep one")
-    if "drop_after" in raw and "error_after" in raw:
-        faults.append(f"{at}: drop_after and error_after are exclusive; keep one")
+    for group in (("body", "fixture", "sse", "text", "body_bytes"), ("drop_after", "error_after", "stall_after")):
+        given = [k for k in group if k in raw]
+        if len(given) > 1:
+            faults.append(f"{at}: {' and '.join(given)} are exclusive; keep one")
     return spec
 
 

@@ -1,17 +1,18 @@
 """How a scripted ``response`` becomes an :class:`~.wire.Outcome` (bytes, status, headers, faults).
 
-Precedence: ``fixture`` > ``sse`` > ``body`` > ``status`` >= 400 alone (the provider's own error
+Precedence: ``fixture`` > ``sse`` > ``body`` / ``body_bytes`` > ``status`` >= 400 alone (the provider's own error
 body: a real capture when one exists) > the default reply (``text`` replaces its text; a ``status``
 below 400 replaces its status). Then ``headers`` override same-named headers, ``delay_ms`` and
 ``chunk_delay_ms`` replace the path knobs, and ``hang`` / ``drop_after`` / ``error_after`` are set.
-``error_after`` applies to streamed answers only.
+``error_after`` applies to streamed answers only; ``gzip`` and ``body_bytes`` to plain answers only;
+``stall_after`` and ``trickle_ms`` to both.
 
 What must not live here: rule parsing and matching (``faults.py``), socket handling (``wire.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -33,6 +34,21 @@ def _body_bytes(body: Any) -> tuple[bytes, str]:
             return data, "text/plain; charset=utf-8"
         return data, "application/json"
     return orjson.dumps(body), "application/json"
+
+
+_PIECE_BYTES = 1 << 20
+
+
+def _padded_json(size: int) -> Iterator[bytes]:
+    """``{"pad":"aaa…"}`` of exactly ``size`` bytes (>= 16), in pieces of at most 1 MiB."""
+    yield b'{"pad":"'
+    left = size - 10
+    block = b"a" * _PIECE_BYTES
+    while left > 0:
+        n = min(left, _PIECE_BYTES)
+        yield block[:n]
+        left -= n
+    yield b'"}'
 
 
 def _data_frame(item: Any) -> bytes:
@@ -86,6 +102,8 @@ def scripted_outcome(
                 item["raw"].encode() if isinstance(item, dict) and set(item) == {"raw"} else frame(item)
                 for item in spec.sse
             ]
+    elif spec.body_bytes is not None:
+        out = Outcome(spec.status or 200, [("content-type", "application/json")], pieces=_padded_json(spec.body_bytes))
     elif spec.body is not ABSENT:
         data, ctype = _body_bytes(spec.body)
         out = Outcome(spec.status or 200, [("content-type", ctype)], body=data)
@@ -108,6 +126,9 @@ def scripted_outcome(
     out.chunk_delay_s = spec.chunk_delay_ms / 1000 if spec.chunk_delay_ms is not None else knobs[1]
     out.hang = spec.hang
     out.drop_after = spec.drop_after
+    out.stall_after = spec.stall_after
+    out.trickle_s = spec.trickle_ms / 1000 if spec.trickle_ms is not None else 0.0
+    out.gzip = spec.gzip and out.frames is None
     if spec.error_after is not None and out.frames is not None:
         out.error_after = spec.error_after
         out.error_frame = (

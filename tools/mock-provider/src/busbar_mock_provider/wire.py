@@ -4,7 +4,10 @@
 frames) together with its faults: a delay before the headers, a hang, a pause between frames, an
 abort after N frames (or N body bytes), or an in-band error frame after N frames. :func:`deliver`
 plays it on the socket and reports a client disconnect seen while waiting or streaming, detected
-through the ASGI ``http.disconnect`` message.
+through the ASGI ``http.disconnect`` message. A plain body may also be generated piece by piece
+(``pieces``: a huge answer the mock never holds whole), gzip-compressed on the fly, written one
+byte at a time (``trickle_s``) or stopped after N bytes with the connection held open
+(``stall_after``: headers, then silence); frames stall the same way after N frames.
 
 An abort raises :class:`AbortConnection` out of the app: uvicorn then closes the transport without
 the chunked terminator, which is what a crashed upstream looks like (``__main__`` filters the log
@@ -17,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+import zlib
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +57,11 @@ class Outcome:
         drop_after: abort after this many frames (stream) or body bytes (plain); None = no abort.
         error_after: write this many frames, then ``error_frame``, then end the body; None = off.
         error_frame: the in-band error event for ``error_after``.
+        stall_after: after this many frames (stream) or body bytes (plain), stop writing and hold
+            the connection open until the client leaves; None = off.
+        trickle_s: write the body (or the frames) one byte at a time with this pause; 0 = off.
+        pieces: a generated plain body (``body`` ignored), sent with chunked framing.
+        gzip: send the plain body ``content-encoding: gzip``, compressed piece by piece.
     """
 
     status: int
@@ -65,6 +74,10 @@ class Outcome:
     drop_after: int | None = None
     error_after: int | None = None
     error_frame: bytes = b""
+    stall_after: int | None = None
+    trickle_s: float = 0.0
+    pieces: Iterable[bytes] | None = None
+    gzip: bool = False
 
 
 class Exchange:
@@ -184,6 +197,9 @@ async def deliver(ex: Exchange, out: Outcome, on_gone: Callable[[str], None]) ->
         on_gone("hang")
         return
     if out.frames is None:
+        if out.pieces is not None or out.gzip or out.stall_after is not None or out.trickle_s > 0:
+            await _deliver_shaped(ex, out, on_gone)
+            return
         body = out.body
         headers = [*out.headers, ("content-length", str(len(body)))]
         await ex.start(out.status, headers)
@@ -195,6 +211,12 @@ async def deliver(ex: Exchange, out: Outcome, on_gone: Callable[[str], None]) ->
         return
     await ex.start(out.status, out.headers)
     frames = out.frames
+    if out.stall_after is not None or out.trickle_s > 0:
+        head = b"".join(frames if out.stall_after is None else frames[: out.stall_after])
+        stall = None if out.stall_after is None else len(head)
+        if await _write_bytes(ex, out.trickle_s, stall, (head,), on_gone):
+            await ex.write(b"", False)
+        return
     if out.drop_after is not None:
         if not await _stream(ex, out, frames[: out.drop_after], on_gone):
             return
@@ -206,3 +228,63 @@ async def deliver(ex: Exchange, out: Outcome, on_gone: Callable[[str], None]) ->
     if not await _stream(ex, out, frames, on_gone):
         return
     await ex.write(b"", False)
+
+
+def _gzipped(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """gzip-compress ``pieces`` on the fly (level 6: 512 MiB of one byte repeated -> about 0.5 MiB)."""
+    z = zlib.compressobj(6, zlib.DEFLATED, 31)
+    for piece in pieces:
+        out = z.compress(piece)
+        if out:
+            yield out
+    yield z.flush()
+
+
+async def _write_bytes(
+    ex: Exchange, trickle_s: float, stall: int | None, pieces: Iterable[bytes], on_gone: Callable[[str], None]
+) -> bool:
+    """Write ``pieces``, one byte every ``trickle_s`` when > 0, stopping after ``stall`` bytes (then
+    silence until the client leaves) and when the client leaves. False when it stalled or the client
+    left (the response is then left unfinished)."""
+    ex.watch()
+    left = stall
+    for piece in pieces:
+        if ex.gone:
+            on_gone("streaming")
+            return False
+        if left is not None:
+            piece, left = piece[:left], left - min(left, len(piece))
+        if trickle_s > 0:
+            for i in range(len(piece)):
+                if not await ex.pause(trickle_s):
+                    on_gone("streaming")
+                    return False
+                await ex.write(piece[i : i + 1], True)
+        elif piece:
+            await ex.write(piece, True)
+        if left == 0:
+            break
+    if stall is not None:
+        await ex.watch()
+        on_gone("stall")
+        return False
+    return True
+
+
+async def _deliver_shaped(ex: Exchange, out: Outcome, on_gone: Callable[[str], None]) -> None:
+    """A plain answer that is generated, gzip-encoded, trickled or stalled (see :class:`Outcome`).
+    A body held whole keeps its ``content-length`` (so a stalled answer is visibly incomplete)."""
+    headers = list(out.headers)
+    pieces: Iterable[bytes] = out.pieces if out.pieces is not None else (out.body,)
+    if out.gzip:
+        headers.append(("content-encoding", "gzip"))
+        pieces = _gzipped(pieces)
+        if out.pieces is None:
+            pieces = (b"".join(pieces),)
+    if out.pieces is None:
+        whole = b"".join(pieces)
+        headers.append(("content-length", str(len(whole))))
+        pieces = (whole,)
+    await ex.start(out.status, headers)
+    if await _write_bytes(ex, out.trickle_s, out.stall_after, pieces, on_gone):
+        await ex.write(b"", False)
