@@ -70,6 +70,12 @@ class LimitsConfig(Strict):
     start or from the first byte of a later request (408 and close; silent close when nothing came)."""
     keep_alive_timeout_secs: int = 75
     """Busbar (Python) extension: seconds an idle keep-alive connection is kept between requests."""
+    upstream_idle_timeout_secs: int = 120
+    """Busbar (Python) extension: seconds an upstream stream may stay silent after its first event; then
+    the client's stream ends with its protocol's in-band error and the lane takes a transient failure."""
+    upstream_body_max_bytes: int = 33554432
+    """Busbar (Python) extension: bytes buffered from a 2xx upstream body (a non-stream answer, a stream
+    before its first event), decompressed bytes counted; over it = transient fault, fail over. 32 MiB."""
 
 
 class ObservabilityConfig(Strict):

@@ -18,6 +18,7 @@ _LIMIT_MIN = {
     "pool_idle_timeout_secs": 0, "hard_down_cooldown_secs": 1, "upstream_error_body_max_bytes": 1,
     "max_honored_retry_after_secs": 0, "default_max_tokens": 1, "max_keys_per_principal": 0,
     "max_auto_provisioned_groups": 0, "header_read_timeout_secs": 1, "keep_alive_timeout_secs": 1,
+    "upstream_idle_timeout_secs": 1, "upstream_body_max_bytes": 1,
 }
 
 

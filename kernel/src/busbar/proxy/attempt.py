@@ -2,14 +2,20 @@
 
 The commit point is the first byte the client will see. Before it, every failure is returned as
 an ``AttemptFailure`` so the walk can fail over inside the same request: connect errors, the
-per-attempt time-to-headers cap, non-2xx answers, a body that breaks before it is read, and a
-stream whose first decoded event is an error. After it, the stream is owned by ``relay``.
+per-attempt cap, non-2xx answers, a redirect (never followed, never relayed), a 2xx that does not
+look like a success (``proxy/success.py``), a body over ``limits.upstream_body_max_bytes``
+(decoded bytes counted), a body that breaks before it is read, a stream that ends or runs
+``upstream_body_max_bytes`` without an event, and a stream whose first decoded event is an error.
+After it, the stream is owned by ``relay``.
 
-Per-attempt timeout (seeds 001 "Per-attempt timeouts"): ``attempt_timeout_ms`` (member wins
-over model) caps connect + time to response headers only, floored by the remaining failover
-budget; expiry is a transient failure with disposition ``attempt_timeout``.
+Per-attempt cap: ``attempt_timeout_ms`` (member wins over model), floored by the remaining
+failover budget (the budget alone when no ``attempt_timeout_ms`` is set). Nothing has reached the
+client before the commit point, so the cap bounds the whole exchange of a non-stream request
+(connect, headers and body: a stall or a trickle after the headers fails over) and a stream up to
+its first event (never the streaming body, case C025). Expiry is a transient failure with
+disposition ``attempt_timeout`` (``timeout`` when the budget was the smaller bound).
 
-Source: seeds 001 "failover", "Per-attempt timeouts", "models"; ORIGINAL §2.2 request steps.
+Source: docs/reliability.md ("The walk and the first-byte boundary").
 """
 from __future__ import annotations
 
@@ -26,9 +32,9 @@ from busbar.proto.errors import ProtoError
 from busbar.proxy.credentials import CredentialError
 from busbar.proxy.disposition import classify, parse_retry_after
 from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, prepare, read_upstream_error
-from busbar.proxy.runtime import Lane, Member
+from busbar.proxy.success import json_verdict, stream_verdict
 from busbar.proxy.translate import Call, build_body
-from busbar.proxy.upstream import UpstreamError, UpstreamResponse
+from busbar.proxy.upstream import BodyTooLarge, UpstreamError, UpstreamResponse, read_capped
 
 if TYPE_CHECKING:
     from busbar.proxy.gateway import Gateway
@@ -58,11 +64,12 @@ class AttemptFailure:
 
 @dataclass(slots=True)
 class AttemptSuccess:
-    """A committed 2xx. Non-stream: ``body`` holds the whole upstream body. Stream: ``response``
+    """A committed 2xx. Non-stream: ``body`` holds the whole upstream body, ``doc`` its parse. Stream: ``response``
     is open, ``first`` holds the bytes read so far and ``events`` their decoded IR events."""
 
     response: UpstreamResponse
     body: bytes | None = None
+    doc: dict | None = None       # the parsed non-stream body (checked by ``success.json_verdict``)
     first: list[bytes] | None = None
     events: list[StreamEvent] | None = None
     decoder: tuple[StreamDecoder, AsyncIterator[bytes]] | None = None
@@ -104,44 +111,72 @@ async def attempt(gw: Gateway, call: Call, member_or_lane: Member | Lane,
             headers = {**headers, **extra}
     cap = remaining_s if timeout_ms is None else min(timeout_ms / 1000.0, remaining_s)
     by_attempt_cap = timeout_ms is not None and timeout_ms / 1000.0 <= remaining_s
+    resp: UpstreamResponse | None = None
     try:
-        async with asyncio.timeout(cap):       # connect + time to headers; never the body
-            resp = await gw.upstream.send("POST", url, headers, content, scope=provider.name)
+        # Nothing has reached the client yet: the cap bounds the whole non-stream exchange, and a
+        # stream up to its first event (a stall after the headers fails over like any other fault).
+        async with asyncio.timeout(cap):
+            try:
+                resp = await gw.upstream.send("POST", url, headers, content, scope=provider.name)
+            except Exception as e:  # UpstreamError, the SSRF guard and other connect-time refusals
+                return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
+            return await _answer(resp, call, provider, limits, dropped)
     except TimeoutError:
-        return AttemptFailure("timeout", 0, None, None,
-                              reason="attempt_timeout" if by_attempt_cap else "timeout")
-    except Exception as e:  # noqa: BLE001 - UpstreamError, the SSRF guard and other connect-time refusals
-        return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
-    status = resp.status
-    if status >= 300:
-        return await _failure_from(resp, provider, limits)
-    if not call.stream:
-        try:
-            body = await resp.read()
-        except UpstreamError as e:
+        if resp is not None:
             await resp.aclose()
-            return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
-        return AttemptSuccess(resp, body=body, dropped=dropped)
-    success = await _read_first(resp, provider)
-    if isinstance(success, AttemptSuccess):
-        success.dropped = dropped
-    return success
+        if by_attempt_cap:
+            text = f"lane '{lane.name}' did not answer within attempt_timeout_ms ({timeout_ms} ms)"
+        else:
+            text = f"lane '{lane.name}' did not answer within the remaining failover budget ({cap:.1f}s)"
+        return AttemptFailure("timeout", 0, UpstreamErrorInfo(None, text), None,
+                              reason="attempt_timeout" if by_attempt_cap else "timeout")
 
 
-async def _failure_from(resp: UpstreamResponse, provider: Provider, limits: LimitsConfig) -> AttemptFailure:
-    cap = limits.upstream_error_body_max_bytes
-    buf = bytearray()
+async def _answer(resp: UpstreamResponse, call: Call, provider, limits,
+                  dropped: list[str] | None) -> AttemptSuccess | AttemptFailure:
+    """Read an answer up to the commit point; a redirect, a bad 2xx or an oversized body is a fault."""
+    status = resp.status
+    if 300 <= status < 400:        # never followed (the client has no redirects), never relayed
+        await resp.aclose()
+        return _upstream_fault(f"a redirect (HTTP {status}); redirects are not followed", status)
+    if status >= 300 or status < 200:
+        return await _failure_from(resp, provider, limits)
+    if call.stream:
+        reason = stream_verdict(resp.headers)
+        if reason is not None:
+            await resp.aclose()
+            return _upstream_fault(reason, status)
+        success = await _read_first(resp, provider, limits.upstream_body_max_bytes)
+        if isinstance(success, AttemptSuccess):
+            success.dropped = dropped
+        return success
     try:
-        async for chunk in resp.chunks():
-            buf += chunk
-            if len(buf) >= cap:
-                del buf[cap:]
-                break
-    except UpstreamError:
-        pass
+        body = await read_capped(resp, limits.upstream_body_max_bytes)
+    except BodyTooLarge as e:
+        return _upstream_fault(f"{e} (limits.upstream_body_max_bytes)", status)
+    except UpstreamError as e:
+        return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
     finally:
         await resp.aclose()
-    body = bytes(buf)
+    doc, reason = json_verdict(provider.protocol, resp.headers, body)
+    if reason is not None:
+        return _upstream_fault(reason, status)
+    return AttemptSuccess(resp, body=body, doc=doc, dropped=dropped)
+
+
+def _upstream_fault(reason: str, status: int) -> AttemptFailure:
+    """A transient upstream fault that is not an error answer: fail over like a 5xx."""
+    return AttemptFailure("server_error", status, UpstreamErrorInfo(None, f"upstream answered {reason}"),
+                          None, reason="server_error")
+
+
+async def _failure_from(resp: UpstreamResponse, provider, limits) -> AttemptFailure:
+    try:
+        body = await read_capped(resp, limits.upstream_error_body_max_bytes, truncate=True)
+    except UpstreamError:
+        body = b""
+    finally:
+        await resp.aclose()
     info = read_upstream_error(provider.dialect, resp.status, body, resp.headers)
     cls = classify(resp.status, info, provider.error_map)
     ra = parse_retry_after(resp.headers.get("retry-after"), limits.max_honored_retry_after_secs)
@@ -150,11 +185,13 @@ async def _failure_from(resp: UpstreamResponse, provider: Provider, limits: Limi
     return AttemptFailure(cls, resp.status, info, ra, body, relayed, reason=cls)
 
 
-async def _read_first(resp: UpstreamResponse, provider: Provider) -> AttemptSuccess | AttemptFailure:
-    """Read until the stream yields a decoded event (commit) or fails (fail over)."""
+async def _read_first(resp: UpstreamResponse, provider, max_bytes: int) -> AttemptSuccess | AttemptFailure:
+    """Read until the stream yields a decoded event (commit) or fails (fail over): a break, an
+    undecodable stream, an end before any event, or more than ``max_bytes`` without one."""
     decoder = provider.dialect.stream_decoder()
     it = resp.chunks()
     first: list[bytes] = []
+    size = 0
     try:
         while True:
             try:
@@ -163,9 +200,14 @@ async def _read_first(resp: UpstreamResponse, provider: Provider) -> AttemptSucc
                 events = decoder.close()
                 break
             first.append(chunk)
+            size += len(chunk)
             events = decoder.feed(chunk)
             if events:
                 break
+            if size > max_bytes:
+                await resp.aclose()
+                return _upstream_fault(f"a stream with no event in its first {max_bytes} bytes "
+                                       f"(limits.upstream_body_max_bytes)", resp.status)
     except UpstreamError as e:
         await resp.aclose()
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
@@ -177,7 +219,10 @@ async def _read_first(resp: UpstreamResponse, provider: Provider) -> AttemptSucc
     except BaseException:   # cancelled (client gone, C026): the chunk wait is cancel-safe, so close here
         await resp.aclose()
         raise
-    if events and isinstance(events[0], StreamError):
+    if not events:
+        await resp.aclose()
+        return _upstream_fault("a stream that ended before its first event", resp.status)
+    if isinstance(events[0], StreamError):
         await resp.aclose()
         err = events[0]
         cls = Disposition.of_kind(err.kind)

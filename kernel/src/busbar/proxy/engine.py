@@ -38,7 +38,7 @@ from busbar.proto.base import ErrorKind
 from busbar.proxy import responses_state
 from busbar.proxy.attempt import AttemptFailure, attempt
 from busbar.proxy.disposition import CLIENT, CONTEXT, HARD_DOWN, effect
-from busbar.proxy.relay import Reply, error_reply, relay_failure, stream_reply, whole_reply
+from busbar.proxy.relay import Reply, StreamLimits, error_reply, relay_failure, stream_reply, whole_reply
 from busbar.proxy.runtime import Lane, Member, Pool
 from busbar.proxy.select import affinity_pick, least_bad, soonest_cooldown, swrr_pick
 from busbar.proxy.translate import Call
@@ -333,7 +333,10 @@ async def _run(gw: Gateway, call: Call, lane: Lane, who: Member | Lane, cell: Br
         if call.hooks is not None:      # taps: the completion stage of a stream
             call.hooks.stream_done(outcome)
 
-    reply = stream_reply(call, lane, res, keepalive_s=gw.limits.stream_keepalive_secs, on_end=on_end)
+    limits = gw.limits
+    bounds = StreamLimits(limits.stream_keepalive_secs, limits.upstream_idle_timeout_secs,
+                          limits.upstream_body_max_bytes)
+    reply = stream_reply(call, lane, res, bounds=bounds, on_end=on_end)
     reply.headers.update(headers_extra)
     return reply
 

@@ -9,7 +9,9 @@ is refunded, and the client receives the in-band error frame of its own streamin
 never a clean finish (cases C003, C025). That includes upstream bytes the decoder refuses (not
 the protocol, a wrong-typed field): on a same-protocol hop they are not relayed, the gateway's
 error frame is sent instead. Long gaps between upstream chunks are bridged with the
-ingress dialect's keep-alive (a comment / ``ping`` event that no SDK dispatches, case C005).
+ingress dialect's keep-alive (a comment / ``ping`` event that no SDK dispatches, case C005); a gap
+longer than ``limits.upstream_idle_timeout_secs`` ends the stream with that in-band error, as do
+more than ``limits.upstream_body_max_bytes`` bytes without a decoded event.
 
 Source: seeds 001 "failover" (Failover boundary, Budget refund); ORIGINAL §2.3.
 """
@@ -71,20 +73,38 @@ def whole_reply(call: Call, lane: Lane, success: AttemptSuccess) -> Reply:
     if egress is call.ingress and not call.reencode:
         ctype = success.response.headers.get("content-type", "application/json")
         return Reply(200, {"content-type": ctype}, success.body)
-    resp = egress.read_response(orjson.loads(success.body))
+    doc = success.doc if success.doc is not None else orjson.loads(success.body)
+    resp = egress.read_response(doc)
     out = call.ingress.write_response(resp, call.called, call.ir)
     return Reply(200, {"content-type": "application/json"}, orjson.dumps(out), usage=resp.usage)
 
 
-def stream_reply(call: Call, lane: Lane, success: AttemptSuccess, *, keepalive_s: float,
+@dataclass(slots=True, frozen=True)
+class StreamLimits:
+    """Bounds on a committed stream: ``keepalive_s`` of upstream silence before a client keep-alive,
+    ``idle_s`` of upstream silence before the stream ends with an in-band error
+    (``limits.upstream_idle_timeout_secs``), ``max_pending`` bytes relayed without a decoded event
+    (``limits.upstream_body_max_bytes``: the decoder's buffer never grows past it)."""
+
+    keepalive_s: float
+    idle_s: float
+    max_pending: int
+
+
+class _StreamFault(Exception):
+    """A committed stream that must end with the in-band error ``str(self)``."""
+
+
+def stream_reply(call, lane, success, *, bounds: StreamLimits,
                  on_end: Callable[[bool | None], None]) -> Reply:
     """A committed stream. ``on_end(outcome)`` runs exactly once when the stream ends: ``True`` for
-    a clean finish, ``False`` for a mid-stream upstream failure, ``None`` when the client went away
-    (a cancellation is not a member failure — case C026)."""
+    a clean finish, ``False`` for a mid-stream upstream failure (a break, ``bounds.idle_s`` of
+    silence, ``bounds.max_pending`` bytes without an event), ``None`` when the client went away (a
+    cancellation is not a member failure — case C026)."""
     same = lane.provider.dialect is call.ingress and not call.reencode
     encoder = call.ingress.stream_encoder(call.called, call.ir if not same else _passthrough_ir(call))
     usage = Usage()
-    gen = _frames(call, success, encoder, same, keepalive_s, on_end, usage)
+    gen = _frames(call, success, encoder, same, bounds, on_end, usage)
     ctype = "text/event-stream" if not same else success.response.headers.get("content-type",
                                                                                "text/event-stream")
     headers = {"content-type": getattr(encoder, "content_type", ctype) if not same else ctype,
@@ -96,8 +116,7 @@ def _passthrough_ir(call: Call) -> IrRequest:
     return IrRequest(stream=True)
 
 
-async def _frames(call: Call, success: AttemptSuccess, encoder: StreamEncoder, same: bool, keepalive_s: float,
-                  on_end: Callable[[bool | None], None], usage: Usage) -> AsyncGenerator[bytes, None]:
+async def _frames(call, success, encoder, same: bool, bounds: StreamLimits, on_end, usage: Usage):
     """Yield client frames: raw upstream bytes (same protocol) or re-encoded IR events."""
     # a stream success carries its decoder, first chunks and first events (attempt._read_first)
     assert success.decoder is not None and success.first is not None and success.events is not None
@@ -108,6 +127,9 @@ async def _frames(call: Call, success: AttemptSuccess, encoder: StreamEncoder, s
     events: list[StreamEvent] = success.events
     ended = False
     boundary = True      # same protocol: the relayed bytes end between two events (keep-alive safe)
+    loop = asyncio.get_running_loop()
+    heard = loop.time()  # when the upstream last sent a byte
+    pending = 0          # bytes received since the last decoded event
     try:
         while True:
             # same protocol: bytes the decoder refused are never relayed (their error frame is ours)
@@ -132,22 +154,33 @@ async def _frames(call: Call, success: AttemptSuccess, encoder: StreamEncoder, s
                 outcome = not failed
                 break
             while True:
-                try:
-                    async with asyncio.timeout(keepalive_s):   # the chunk wait is cancel-safe
+                silent = loop.time() - heard
+                if silent >= bounds.idle_s:
+                    raise _StreamFault(f"upstream stream idle for more than {bounds.idle_s:g}s")
+                try:     # the chunk wait is cancel-safe
+                    async with asyncio.timeout(min(bounds.keepalive_s, bounds.idle_s - silent)):
                         chunk = await it.__anext__()
                 except TimeoutError:
-                    if boundary:             # never inside a relayed, half-written event
+                    if boundary and loop.time() - heard < bounds.idle_s:   # never inside a relayed event
                         yield encoder.keepalive()
                     continue
                 except StopAsyncIteration:
                     raw, events, ended = [], decoder.close(), True
                 else:
+                    heard = loop.time()
                     raw, events = [chunk], decoder.feed(chunk)
+                    pending = 0 if events else pending + len(chunk)
+                    if pending > bounds.max_pending:
+                        raise _StreamFault("upstream stream event exceeds limits.upstream_body_max_bytes")
                 break
     except UpstreamError as e:
         log.warning("upstream stream for %s broke after the first byte: %s", call.called, e)
         outcome = False
         yield encoder.encode(StreamError(ErrorKind.API_ERROR, "upstream connection lost mid-stream"))
+    except _StreamFault as e:
+        log.warning("upstream stream for %s ended after the first byte: %s", call.called, e)
+        outcome = False
+        yield encoder.encode(StreamError(ErrorKind.API_ERROR, str(e)))
     finally:
         await resp.aclose()
         on_end(outcome)

@@ -11,11 +11,15 @@ failures as one exception type. :class:`Upstream` is that seam:
   callers with a shorter budget wrap the call in ``asyncio.timeout`` (attempts: connect + headers;
   ``fetch``: the whole exchange), so a deadline always surfaces as ``TimeoutError``.
 - ``UpstreamResponse``: ``status`` (int), ``headers`` (case-insensitive mapping), ``await read()``
-  (whole body, bytes), ``chunks()`` (async iterator of raw ``bytes``; cancelling a pending
+  (whole body, bytes), ``chunks()`` (async iterator of decoded body ``bytes``; cancelling a pending
   ``__anext__`` loses no data, so keep-alive timers may wrap it), ``await aclose()`` (returns a fully
   read connection to the pool, closes an unfinished one).
 - :class:`UpstreamError`: connect failure, reset, protocol error, socket read timeout (``str(e)``
   names it, never a credential). A refusal by the SSRF guard is :class:`SsrfBlocked`, not this.
+- ``await read_capped(resp, max_bytes)``: the whole body, never more than ``max_bytes`` decoded bytes
+  held (:class:`BodyTooLarge` past it; a ``content-length`` over the cap fails before any read). Every
+  buffered upstream body goes through it (attempts, probes, token endpoints): a gzip bomb or a huge
+  answer costs at most the cap, never its inflated size.
 
 :class:`AiohttpUpstream` is the production client (aiohttp's C-accelerated HTTP/1.1 client on the
 SSRF-guarded connector of :mod:`busbar.security.connector`): no redirects, no cookies, no proxies
@@ -62,6 +66,10 @@ class UpstreamError(Exception):
     """A transport failure talking to an upstream (connect, reset, protocol error, read timeout)."""
 
 
+class BodyTooLarge(UpstreamError):
+    """An upstream body larger than the caller's cap (decoded bytes counted)."""
+
+
 class UpstreamResponse(Protocol):
     """An upstream answer, open at its headers (see the module docstring)."""
 
@@ -81,15 +89,45 @@ class Upstream(Protocol):
     async def aclose(self) -> None: ...
 
 
+#: Body cap of :func:`fetch` (health probe and token endpoint answers are small JSON documents).
+FETCH_MAX_BYTES = 1 << 20
+
+
+async def read_capped(resp: UpstreamResponse, max_bytes: int, *, truncate: bool = False) -> bytes:
+    """The whole body of ``resp``, holding at most ``max_bytes`` decoded bytes.
+
+    Past the cap: ``truncate`` returns the first ``max_bytes`` bytes (error bodies, read only to be
+    classified), otherwise raises :class:`BodyTooLarge`. A ``content-length`` over the cap on an
+    unencoded body fails before any read. Raises ``UpstreamError`` on a transport failure. The caller
+    closes ``resp`` (an unfinished body then closes the connection)."""
+    declared = resp.headers.get("content-length")
+    if (not truncate and declared is not None and declared.isdigit() and int(declared) > max_bytes
+            and resp.headers.get("content-encoding", "identity") == "identity"):
+        raise BodyTooLarge(f"upstream body of {declared} bytes exceeds the cap of {max_bytes} bytes")
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in resp.chunks():
+        size += len(chunk)
+        if size > max_bytes:
+            if truncate:
+                parts.append(chunk[: len(chunk) - (size - max_bytes)])
+                break
+            raise BodyTooLarge(f"upstream body exceeds the cap of {max_bytes} bytes")
+        parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 async def fetch(upstream: Upstream, method: str, url: str, headers: Mapping[str, str], body: bytes,
-                timeout_s: float, *, scope: str | None = None) -> tuple[int, Mapping[str, str], bytes]:
+                timeout_s: float, max_bytes: int = FETCH_MAX_BYTES, *,
+                scope: str | None = None) -> tuple[int, Mapping[str, str], bytes]:
     """One whole exchange (health probes, token endpoints): ``(status, headers, body)`` within
-    ``timeout_s`` seconds, through ``scope``'s SSRF guard (a provider name, see :class:`AiohttpUpstream`).
-    Raises ``UpstreamError``, ``TimeoutError``, ``SsrfBlocked``."""
+    ``timeout_s`` seconds, through ``scope``'s SSRF guard (a provider name, see :class:`AiohttpUpstream`),
+    the body capped at ``max_bytes`` (:func:`read_capped`). Raises ``UpstreamError`` (``BodyTooLarge``
+    included), ``TimeoutError``, ``SsrfBlocked``."""
     async with asyncio.timeout(timeout_s):
         resp = await upstream.send(method, url, headers, body, scope=scope)
         try:
-            return resp.status, resp.headers, await resp.read()
+            return resp.status, resp.headers, await read_capped(resp, max_bytes)
         finally:
             await resp.aclose()
 
@@ -270,7 +308,7 @@ class AiohttpUpstream:
 # ------------------------------------------------------------------------------------------------ httpx
 
 class _HttpxChunks:
-    """``aiter_raw`` behind a cancel-safe ``__anext__`` (a cancelled wait keeps the pending read)."""
+    """``aiter_bytes`` (decoded, as aiohttp's chunks are) behind a cancel-safe ``__anext__`` (a cancelled wait keeps the pending read)."""
 
     __slots__ = ("_it", "_pending")
 
@@ -316,7 +354,7 @@ class _HttpxResponse:
             raise UpstreamError(f"{type(e).__name__}: {e}") from None
 
     def chunks(self) -> _HttpxChunks:
-        self._chunks = _HttpxChunks(self._r.aiter_raw())
+        self._chunks = _HttpxChunks(self._r.aiter_bytes())
         return self._chunks
 
     async def aclose(self) -> None:
