@@ -35,8 +35,9 @@ def test_reasoning_effort_budgets_ascending() -> None:
 
 def test_the_thirteen_limits_default_to_the_seed() -> None:
     limits = load_config_text(BASE, ENV).config.limits
-    assert limits.model_dump(exclude={"reasoning_effort_budgets", "stream_keepalive_secs", "header_read_timeout_secs",
-                                     "keep_alive_timeout_secs"}) == {
+    python_only = {"stream_keepalive_secs", "header_read_timeout_secs", "keep_alive_timeout_secs",
+                   "upstream_idle_timeout_secs", "upstream_body_max_bytes"}
+    assert limits.model_dump(exclude={"reasoning_effort_budgets", *python_only}) == {
         "max_inbound_concurrent": 8192, "request_body_max_bytes": 33554432, "upstream_request_timeout_secs": 300,
         "tls_handshake_timeout_secs": 10, "request_body_read_timeout_secs": 30, "pool_max_idle_per_host": 1024,
         "pool_idle_timeout_secs": 300, "hard_down_cooldown_secs": 1800, "upstream_error_body_max_bytes": 262144,
@@ -44,6 +45,8 @@ def test_the_thirteen_limits_default_to_the_seed() -> None:
         "max_auto_provisioned_groups": 0}
     assert limits.reasoning_effort_budgets.model_dump() == {"minimal": 1024, "low": 4096, "medium": 8192,
                                                             "high": 16384}
+    assert (limits.stream_keepalive_secs, limits.upstream_idle_timeout_secs, limits.upstream_body_max_bytes) == (
+        15.0, 120, 33554432)
 
 
 @pytest.mark.parametrize("field, url, reason", [

@@ -10,6 +10,8 @@ States: CLOSED (usable once ``now >= cooldown_until``), OPEN (tripped; cooling d
 Cooldown on a trip: ``base × 2^trips`` clamped to ``max_cooldown_secs``, ±10 % jitter; a provider
 ``Retry-After`` (seconds, already capped by ``limits.max_honored_retry_after_secs``) is a floor.
 A new penalty never shortens an existing deadline: ``deadline = max(old, new)`` (case C023).
+A cell is ``throttled`` while the deadline that holds it came from a rate-limit failure: a pool whose
+every candidate is throttled answers 429, not 503 (docs/reliability.md "on_exhausted").
 Reads (``admits``, ``/healthz``) never take the half-open probe.
 
 Times are seconds from an injectable monotonic clock. Source: seeds 001 "breaker"; ORIGINAL §2.5.
@@ -29,7 +31,7 @@ class BreakerCell:
     """Breaker state of one lane inside one pool. Not thread-safe (one event loop owns it)."""
 
     __slots__ = ("cfg", "state", "streak", "trips", "window", "cooldown_until", "probe_in_flight",
-                 "_rng")
+                 "throttled_until", "_rng")
 
     def __init__(self, cfg: BreakerConfig, seed: int = 0):
         self.cfg = cfg
@@ -39,6 +41,7 @@ class BreakerCell:
         self.window: deque[tuple[float, bool]] = deque(maxlen=1024)   # (t, is_error)
         self.cooldown_until = 0.0
         self.probe_in_flight = False
+        self.throttled_until = 0.0  # the latest deadline asked for by a rate-limit failure (upstream 429)
         self._rng = random.Random(seed)
 
     # ---------------------------------------------------------------- reads
@@ -47,6 +50,10 @@ class BreakerCell:
         if now < self.cooldown_until:
             return False
         return self.state == CLOSED or not self.probe_in_flight
+
+    def throttled(self, now: float) -> bool:
+        """Cooling down, and a rate-limit failure is what holds the deadline (not an outage)."""
+        return now < self.cooldown_until <= self.throttled_until
 
     def state_at(self, now: float) -> int:
         """CLOSED / OPEN / HALF_OPEN as an observer sees it at ``now``."""
@@ -82,23 +89,29 @@ class BreakerCell:
             self.cooldown_until = 0.0
         self.probe_in_flight = False
 
-    def record_failure(self, now: float, retry_after: float | None = None) -> bool:
-        """A transient failure. Returns True when this failure (re)opened the cell."""
+    def record_failure(self, now: float, retry_after: float | None = None, rate_limited: bool = False) -> bool:
+        """A transient failure (``rate_limited``: an upstream 429 / rate-limit class, which marks the
+        deadline it asks for as a throttle, see ``throttled``). Returns True when this failure
+        (re)opened the cell."""
         self.window.append((now, True))
         self.streak += 1
         was_probe = self.state == HALF_OPEN
         self.probe_in_flight = False
-        if was_probe or self._tripped(now):
+        opened = was_probe or self._tripped(now)
+        if opened:
             self.state = OPEN
             cooldown = self._cooldown()
             if retry_after:
                 cooldown = max(cooldown, retry_after)
             self.trips += 1
-            self._extend(now + cooldown)
-            return True
-        if retry_after:
-            self._extend(now + retry_after)   # honoured even below the trip threshold
-        return False
+        elif retry_after:
+            cooldown = retry_after            # honoured even below the trip threshold
+        else:
+            return False
+        self._extend(now + cooldown)
+        if rate_limited and now + cooldown > self.throttled_until:
+            self.throttled_until = now + cooldown
+        return opened
 
     def hard_down(self, now: float, secs: float) -> None:
         """Auth/billing: open with a sticky cooldown (recovered by a health probe)."""

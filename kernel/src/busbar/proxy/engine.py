@@ -9,7 +9,8 @@ Outcomes (see ``disposition``): TRANSIENT penalizes the (pool, lane) cell and fa
 HARD_DOWN sets the lane hard-down for ``limits.hard_down_cooldown_secs`` and fails over;
 CLIENT is relayed at once with no penalty (case C021: a 404 is never retried); CONTEXT
 excludes members whose known ``context_max`` ≤ the failed one and fails over, no penalty.
-When no member can be tried: ``on_exhausted`` — reject (503 + Retry-After = soonest cooldown),
+When no member can be tried: ``on_exhausted`` — reject (503 + Retry-After = soonest cooldown; 429
+``rate_limit`` in the caller's dialect when every candidate cools down after upstream rate limits),
 least_bad (the soonest-expiring member, degraded), or ``fallback_pool`` (its full selection).
 When every tried member failed: an upstream 429 stays a 429 (case C018), anything else is 503.
 
@@ -40,12 +41,7 @@ from busbar.proxy.attempt import AttemptFailure, attempt
 from busbar.proxy.disposition import CLIENT, CONTEXT, HARD_DOWN, effect
 from busbar.proxy.relay import Reply, StreamLimits, error_reply, relay_failure, stream_reply, whole_reply
 from busbar.proxy.runtime import Lane, Member, Pool
-from busbar.proxy.select import affinity_pick, least_bad, soonest_cooldown, swrr_pick
-from busbar.proxy.translate import Call
-
-if TYPE_CHECKING:
-    from busbar.proxy.breaker import BreakerCell
-    from busbar.proxy.gateway import Gateway
+from busbar.proxy.select import affinity_pick, all_throttled, least_bad, soonest_cooldown, swrr_pick
 
 log = logging.getLogger("busbar")
 
@@ -78,7 +74,8 @@ async def _direct(gw: Gateway, call: Call, lane: Lane) -> Reply:
         if admit is None:
             cell.release_probe()
         wait = max(1.0, max(cell.cooldown_until, lane.hard_down_until) - now)
-        return _exhausted_reply(call, wait)
+        throttled = cell.throttled(now) and lane.hard_down_until <= now and lane.budget != 0
+        return _exhausted_reply(call, wait, throttled=throttled)
     run = call.hooks
     if run is not None and run.taps:    # attempt bookkeeping only for a request with taps
         run.attempt(lane.name, 0, None)
@@ -231,14 +228,22 @@ async def _on_exhausted(gw: Gateway, call: Call, pool: Pool, deadline: float, vi
             if not isinstance(res, AttemptFailure):
                 return res
             return _final_failure(call, res, member.lane, soonest_cooldown(pool, gw.clock()))
-    return _exhausted_reply(call, soonest_cooldown(pool, now), pool.name)
+    floor = pool.excluded_idx if plan is None else pool.excluded_idx | plan.excluded
+    return _exhausted_reply(call, soonest_cooldown(pool, now), pool.name,
+                            throttled=all_throttled(pool.members, now, floor))
 
 
-def _exhausted_reply(call: Call, wait_s: float, pool: str | None = None) -> Reply:
+def _exhausted_reply(call, wait_s: float, pool: str | None = None, *, throttled: bool = False) -> Reply:
+    """Nothing could be tried: 503 ``overloaded``, or 429 ``rate_limit`` in the caller's dialect when
+    every candidate is cooling down after upstream rate limits (an outage stays 503). Retry-After is
+    the soonest cooldown expiry, whole seconds, ≥ 1."""
     what = f"pool '{pool}'" if pool else f"'{call.called}'"
+    retry = {"retry-after": str(max(1, math.ceil(wait_s)))}
+    if throttled:
+        return error_reply(call.ingress, 429, ErrorKind.RATE_LIMIT,
+                           f"{what}: every upstream is rate-limited; retry after {retry['retry-after']}s", retry)
     return error_reply(call.ingress, 503, ErrorKind.OVERLOADED,
-                       f"{what}: no healthy upstream available; retry later",
-                       {"retry-after": str(max(1, math.ceil(wait_s)))})
+                       f"{what}: no healthy upstream available; retry later", retry)
 
 
 def _final_failure(call: Call, failure: AttemptFailure, lane: Lane, wait_s: float) -> Reply:
@@ -358,5 +363,5 @@ def _record_failure(gw: Gateway, lane: Lane, cell: BreakerCell, failure: Attempt
         lane.hard_down_until = max(lane.hard_down_until, now + secs)
         cell.hard_down(now, secs)
         return
-    if cell.record_failure(now, failure.retry_after):
+    if cell.record_failure(now, failure.retry_after, failure.cls == "rate_limit"):
         gw.metrics.trip(pool, lane.metric_label)

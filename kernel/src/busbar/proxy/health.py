@@ -75,7 +75,7 @@ async def probe_once(gw: Gateway, lane: Lane, timeout_s: float) -> str:
     kind = effect(cls)
     if kind == TRANSIENT:
         for cell in cells:
-            cell.record_failure(now, ra)
+            cell.record_failure(now, ra, cls == "rate_limit")
     elif kind == HARD_DOWN:
         secs = gw.limits.hard_down_cooldown_secs
         lane.hard_down_until = max(lane.hard_down_until, now + secs)

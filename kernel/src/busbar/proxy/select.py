@@ -70,3 +70,16 @@ def least_bad(pool: Pool, now: float, excluded: AbstractSet[int]) -> Member | No
     if not cands:
         return None
     return min(cands, key=lambda m: max(m.cell.cooldown_until, m.lane.hard_down_until))
+
+
+def all_throttled(members, now: float, floor: set[int]) -> bool:
+    """True when every member outside ``floor`` (member indexes) is out only because of a rate-limit
+    cooldown (``BreakerCell.throttled``): not hard-down, budget left. False for an empty set."""
+    seen = False
+    for m in members:
+        if m.index in floor:
+            continue
+        if not m.cell.throttled(now) or m.lane.hard_down_until > now or m.lane.budget == 0:
+            return False
+        seen = True
+    return seen
