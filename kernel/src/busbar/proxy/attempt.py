@@ -142,7 +142,7 @@ async def _answer(resp: UpstreamResponse, call: Call, provider, limits,
     if status >= 300 or status < 200:
         return await _failure_from(resp, provider, limits)
     if call.stream:
-        reason = stream_verdict(resp.headers)
+        reason = stream_verdict(status, resp.headers)
         if reason is not None:
             await resp.aclose()
             return _upstream_fault(reason, status)
@@ -152,13 +152,14 @@ async def _answer(resp: UpstreamResponse, call: Call, provider, limits,
         return success
     try:
         body = await read_capped(resp, limits.upstream_body_max_bytes)
-    except BodyTooLarge as e:
-        return _upstream_fault(f"{e} (limits.upstream_body_max_bytes)", status)
+    except BodyTooLarge:
+        return _upstream_fault(f"HTTP {status} with a body over limits.upstream_body_max_bytes "
+                               f"({limits.upstream_body_max_bytes} bytes)", status)
     except UpstreamError as e:
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
     finally:
         await resp.aclose()
-    doc, reason = json_verdict(provider.protocol, resp.headers, body)
+    doc, reason = json_verdict(provider.protocol, status, resp.headers, body)
     if reason is not None:
         return _upstream_fault(reason, status)
     return AttemptSuccess(resp, body=body, doc=doc, dropped=dropped)
@@ -197,7 +198,7 @@ async def _read_first(resp: UpstreamResponse, provider, max_bytes: int) -> Attem
             try:
                 chunk = await it.__anext__()
             except StopAsyncIteration:
-                events = decoder.close()
+                events = decoder.close() if size else []
                 break
             first.append(chunk)
             size += len(chunk)
@@ -206,8 +207,8 @@ async def _read_first(resp: UpstreamResponse, provider, max_bytes: int) -> Attem
                 break
             if size > max_bytes:
                 await resp.aclose()
-                return _upstream_fault(f"a stream with no event in its first {max_bytes} bytes "
-                                       f"(limits.upstream_body_max_bytes)", resp.status)
+                return _upstream_fault(f"HTTP {resp.status} with a stream of no event in its first "
+                                       f"{max_bytes} bytes (limits.upstream_body_max_bytes)", resp.status)
     except UpstreamError as e:
         await resp.aclose()
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
@@ -221,7 +222,8 @@ async def _read_first(resp: UpstreamResponse, provider, max_bytes: int) -> Attem
         raise
     if not events:
         await resp.aclose()
-        return _upstream_fault("a stream that ended before its first event", resp.status)
+        return _upstream_fault(f"HTTP {resp.status} with a stream that ended before its first event",
+                               resp.status)
     if isinstance(events[0], StreamError):
         await resp.aclose()
         err = events[0]

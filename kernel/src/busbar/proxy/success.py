@@ -5,12 +5,12 @@ an answer: an HTML page, an empty body, SSE text on a non-stream request, a JSON
 document, a 204. Relayed on a same-protocol hop the client would see a "successful" garbage body;
 translated, an empty successful message. So before an attempt commits:
 
-- ``json_verdict(protocol, headers, body) -> (doc, None) | (None, reason)`` for a non-stream answer:
+- ``json_verdict(protocol, status, headers, body) -> (doc, None) | (None, reason)`` for a non-stream answer:
   the content type (when given) names JSON, the body parses as a JSON object, carries no non-null
   top-level ``error`` (a Responses success has ``"error": null``) and no Anthropic ``"type": "error"``,
   and holds the envelope key of its protocol (:data:`ENVELOPE_KEYS`). The parsed ``doc`` is the one
   a cross-protocol hop translates (one parse per answer).
-- ``stream_verdict(headers) -> reason | None`` for a stream: a content type that says JSON, HTML or
+- ``stream_verdict(status, headers) -> reason | None`` for a stream: a content type that says JSON, HTML or
   plain text is not an event stream. A stream that ends before its first event is refused by the
   attempt (``proxy/attempt.py``).
 
@@ -42,30 +42,32 @@ def _mime(headers: Mapping[str, str]) -> str:
     return headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
 
-def json_verdict(protocol: str, headers: Mapping[str, str], body: bytes) -> tuple[dict[str, Any] | None, str | None]:
-    """``(doc, None)`` when ``body`` is a success envelope of ``protocol``, else ``(None, reason)``."""
+def json_verdict(protocol: str, status: int, headers: Mapping[str, str],
+                 body: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """``(doc, None)`` when ``body`` is a success envelope of ``protocol``, else ``(None, reason)``
+    (``reason`` e.g. ``HTTP 200 with content-type text/html, not JSON``)."""
     mime = _mime(headers)
     if mime and "json" not in mime:
-        return None, f"a 2xx answer of content-type {mime}, not JSON"
+        return None, f"HTTP {status} with content-type {mime}, not JSON"
     if not body.strip():
-        return None, "a 2xx answer with an empty body"
+        return None, f"HTTP {status} with an empty body"
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return None, "a 2xx answer whose body is not valid JSON"
+        return None, f"HTTP {status} with a body that is not valid JSON"
     if not isinstance(doc, dict):
-        return None, f"a 2xx answer whose JSON body is a {type(doc).__name__}, not an object"
+        return None, f"HTTP {status} with a JSON {type(doc).__name__}, not an object"
     if doc.get("error") is not None or doc.get("type") == "error":
-        return None, "a 2xx answer carrying an error body"
+        return None, f"HTTP {status} with an error body"
     keys = ENVELOPE_KEYS.get(protocol)
     if keys is not None and not any(k in doc for k in keys):
-        return None, f"a 2xx answer that is not a {protocol} response (no {' or '.join(keys)})"
+        return None, f"HTTP {status} with a body that is not a {protocol} response (no {' or '.join(keys)})"
     return doc, None
 
 
-def stream_verdict(headers: Mapping[str, str]) -> str | None:
+def stream_verdict(status: int, headers: Mapping[str, str]) -> str | None:
     """A reason when a 2xx answer to a stream request is plainly not an event stream, else ``None``."""
     mime = _mime(headers)
     if mime in _NOT_A_STREAM:
-        return f"a 2xx answer of content-type {mime} to a stream request"
+        return f"HTTP {status} with content-type {mime} to a stream request"
     return None

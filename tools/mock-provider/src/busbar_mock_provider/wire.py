@@ -234,9 +234,7 @@ def _gzipped(pieces: Iterable[bytes]) -> Iterator[bytes]:
     """gzip-compress ``pieces`` on the fly (level 6: 512 MiB of one byte repeated -> about 0.5 MiB)."""
     z = zlib.compressobj(6, zlib.DEFLATED, 31)
     for piece in pieces:
-        out = z.compress(piece)
-        if out:
-            yield out
+        yield z.compress(piece)      # often b"" (zlib buffers): the writer still yields to the loop
     yield z.flush()
 
 
@@ -262,6 +260,8 @@ async def _write_bytes(
                 await ex.write(piece[i : i + 1], True)
         elif piece:
             await ex.write(piece, True)
+        else:
+            await asyncio.sleep(0)   # a generated body never starves the loop (disconnects, other requests)
         if left == 0:
             break
     if stall is not None:
