@@ -191,7 +191,7 @@ BAD_2XX = [
     ({"body": {"error": {"message": "upstream exploded", "type": "server_error"}}},
      "HTTP 200 with an error body"),
     ({"body": {"id": "x", "object": "chat.completion"}},
-     "HTTP 200 with a body that is not a openai response (no choices)"),
+     "HTTP 200 with a body that is not an answer of protocol openai (no choices)"),
     ({"status": 204, "body": "", "headers": {"content-type": "application/json"}}, "HTTP 204 with an empty body"),
 ]
 BAD_IDS = ["html", "empty", "sse-text", "json-error", "no-envelope", "204"]

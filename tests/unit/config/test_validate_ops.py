@@ -22,6 +22,8 @@ def faults(extra: str) -> list[str]:
     ("max_inbound_concurrent", -1, "-1 is not allowed; must be ≥ 0 (0 = unlimited) (default 8192)"),
     ("default_max_tokens", 0, "0 is not allowed; must be ≥ 1 (default 4096)"),
     ("hard_down_cooldown_secs", 0, "0 is not allowed; must be ≥ 1 (default 1800)"),
+    ("upstream_idle_timeout_secs", 0, "0 is not allowed; must be ≥ 1 (default 120)"),
+    ("upstream_body_max_bytes", 0, "0 is not allowed; must be ≥ 1 (default 33554432)"),
 ])
 def test_limit_ranges(field: str, value: int, line: str) -> None:
     assert faults(f"limits: {{ {field}: {value} }}\n") == [f"config.yaml: limits.{field}: {line}"]

@@ -85,3 +85,25 @@ def test_twenty_five_consecutive_500s_open_the_breaker():
     c = BreakerCell(BreakerConfig())
     opened = [c.record_failure(i * 0.01) for i in range(25)]
     assert any(opened) and c.state_at(0.3) == OPEN
+
+
+def test_a_rate_limit_deadline_marks_the_cell_throttled():
+    """Only while the deadline holding the cell came from a rate-limit failure (a later, longer
+    outage penalty turns it into an outage; an expired cooldown is neither)."""
+    c = cell(mode="consecutive", consecutive_n=100)
+    c.record_failure(0.0, retry_after=30.0, rate_limited=True)
+    assert c.throttled(1.0) and not c.admits(1.0)
+    assert not c.throttled(30.0)
+    c.record_failure(1.0, retry_after=5.0)            # a shorter 5xx penalty: still the rate limit's deadline
+    assert c.throttled(2.0)
+    c.record_failure(2.0, retry_after=60.0)           # a longer 5xx penalty: an outage now
+    assert not c.throttled(3.0)
+
+
+def test_a_tripping_rate_limit_failure_throttles_without_retry_after():
+    c = cell(mode="consecutive", consecutive_n=1)
+    assert c.record_failure(0.0, rate_limited=True) is True
+    assert c.throttled(0.5)
+    d = cell(mode="consecutive", consecutive_n=1)
+    d.record_failure(0.0)
+    assert not d.throttled(0.5)

@@ -61,7 +61,7 @@ def json_verdict(protocol: str, status: int, headers: Mapping[str, str],
         return None, f"HTTP {status} with an error body"
     keys = ENVELOPE_KEYS.get(protocol)
     if keys is not None and not any(k in doc for k in keys):
-        return None, f"HTTP {status} with a body that is not a {protocol} response (no {' or '.join(keys)})"
+        return None, f"HTTP {status} with a body that is not an answer of protocol {protocol} (no {' or '.join(keys)})"
     return doc, None
 
 
