@@ -258,3 +258,38 @@ def test_form_request_encodes_body_and_basic_auth() -> None:
     assert body == b"grant_type=client_credentials&scope=a+b"
     assert headers == {"content-type": "application/x-www-form-urlencoded", "accept": "application/json",
                        "authorization": "Basic aWQ6czpjcmV0"}
+
+
+async def test_read_capped_counts_decoded_bytes_and_refuses_a_large_content_length() -> None:
+    """read_capped: a gzip body is counted inflated (a 4 MiB bomb of 4 KiB is refused at a 1 MiB
+    cap), a declared content-length over the cap is refused before any read, an error body is
+    truncated at the cap, and a body within the cap is returned whole."""
+    import gzip
+
+    from busbar.proxy.upstream import BodyTooLarge, read_capped
+
+    bomb = gzip.compress(b"a" * (4 << 20))
+    answers = {
+        "/bomb": b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(bomb), bomb),
+        "/declared": b"HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n",
+        "/small": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+    }
+
+    async def respond(writer: asyncio.StreamWriter) -> None:
+        writer.write(answers[up.heads[-1].split(b" ")[1].decode()])
+
+    assert len(bomb) < 8192
+    async with Upstream(responder=respond) as up:
+        c = client()
+        for path, truncate, want in (("/bomb", False, BodyTooLarge), ("/declared", False, BodyTooLarge),
+                                     ("/bomb", True, b"a" * (1 << 20)), ("/small", False, b"hello")):
+            r = await c.send("POST", f"http://127.0.0.1:{up.port}{path}", {}, b"{}")
+            try:
+                if isinstance(want, bytes):
+                    assert await read_capped(r, 1 << 20, truncate=truncate) == want
+                else:
+                    with pytest.raises(want):
+                        await read_capped(r, 1 << 20, truncate=truncate)
+            finally:
+                await r.aclose()
+        await c.aclose()
