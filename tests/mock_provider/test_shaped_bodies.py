@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from busbar.devtools.mock_provider.process import MockProcess
+from busbar_mock_provider.process import MockProcess
 
 OAI: Any = {"authorization": "Bearer sk-test"}
 CHAT: Any = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
