@@ -32,6 +32,7 @@ from busbar.proto.errors import ProtoError
 from busbar.proxy.credentials import CredentialError
 from busbar.proxy.disposition import classify, parse_retry_after
 from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, prepare, read_upstream_error
+from busbar.proxy.runtime import Provider
 from busbar.proxy.success import json_verdict, stream_verdict
 from busbar.proxy.translate import Call, build_body
 from busbar.proxy.upstream import BodyTooLarge, UpstreamError, UpstreamResponse, read_capped
@@ -132,7 +133,7 @@ async def attempt(gw: Gateway, call: Call, member_or_lane: Member | Lane,
                               reason="attempt_timeout" if by_attempt_cap else "timeout")
 
 
-async def _answer(resp: UpstreamResponse, call: Call, provider, limits,
+async def _answer(resp: UpstreamResponse, call: Call, provider: Provider, limits: LimitsConfig,
                   dropped: list[str] | None) -> AttemptSuccess | AttemptFailure:
     """Read an answer up to the commit point; a redirect, a bad 2xx or an oversized body is a fault."""
     status = resp.status
@@ -186,7 +187,7 @@ async def _failure_from(resp: UpstreamResponse, provider, limits) -> AttemptFail
     return AttemptFailure(cls, resp.status, info, ra, body, relayed, reason=cls)
 
 
-async def _read_first(resp: UpstreamResponse, provider, max_bytes: int) -> AttemptSuccess | AttemptFailure:
+async def _read_first(resp: UpstreamResponse, provider: Provider, max_bytes: int) -> AttemptSuccess | AttemptFailure:
     """Read until the stream yields a decoded event (commit) or fails (fail over): a break, an
     undecodable stream, an end before any event, or more than ``max_bytes`` without one."""
     decoder = provider.dialect.stream_decoder()
