@@ -83,8 +83,9 @@ def test_a_stalled_non_stream_answer_fails_over_at_attempt_timeout(gw, mock, fau
     assert called(mock) == ["bad", "good"]
 
 
-def test_a_stream_with_no_first_event_fails_over_at_attempt_timeout(gw, mock):
-    bad_once(mock, {"stall_after": 0}, stream=True)
+@pytest.mark.parametrize("fault", [{"stall_after": 0}, {"trickle_ms": 300}], ids=["stall", "trickle"])
+def test_a_stream_with_no_first_event_fails_over_at_attempt_timeout(gw, mock, fault):
+    bad_once(mock, fault, stream=True)
     t0 = time.monotonic()
     with oa(gw).chat.completions.with_streaming_response.create(model="p", stream=True, messages=MSG) as resp:
         assert resp.headers["x-busbar-route-target"] == "good"
@@ -170,6 +171,29 @@ def test_a_huge_upstream_body_fails_over_with_bounded_memory(gw, mock, fault, in
     assert (raw.status_code, raw.headers["x-busbar-route-target"]) == (200, "good")
     growth = (_status_kib(gw.proc.pid, "VmHWM") - before) * 1024
     assert growth < 2 * CAP, f"peak RSS grew {growth / 2**20:.1f} MiB"
+
+
+def test_a_stream_without_an_event_in_its_first_cap_bytes_fails_over(gw, mock):
+    """40 MiB of event-stream with no event boundary: cut at half of upstream_body_max_bytes before
+    the first byte reaches the client (held twice: raw for the relay and in the decoder), so the peak
+    RSS grows by less than twice the cap; the healthy lane streams."""
+    oa(gw).chat.completions.create(model="good", messages=MSG)
+    _reset_peak(gw.proc.pid)
+    before = _status_kib(gw.proc.pid, "VmRSS")
+    bad_once(mock, {"body_bytes": 40 << 20, "headers": {"content-type": "text/event-stream"}}, stream=True)
+    with oa(gw).chat.completions.with_streaming_response.create(model="p", stream=True, messages=MSG) as resp:
+        assert resp.headers["x-busbar-route-target"] == "good"
+        text = "".join(c.choices[0].delta.content or "" for c in resp.parse() if c.choices)
+    assert text == "Hello from good. You said: hi"
+    growth = (_status_kib(gw.proc.pid, "VmHWM") - before) * 1024
+    assert growth < 2 * CAP, f"peak RSS grew {growth / 2**20:.1f} MiB"
+    bad_once(mock, {"body_bytes": 40 << 20, "headers": {"content-type": "text/event-stream"}}, stream=True)
+    r = httpx.post(gw.url + "/v1/chat/completions", timeout=30,
+                   json={"model": "only-bad", "stream": True, "messages": MSG})
+    assert r.status_code == 503
+    assert r.json()["error"]["message"] == (
+        "all upstream attempts failed; last: upstream answered HTTP 200 with a stream of no event in its "
+        "first 8388608 bytes (half of limits.upstream_body_max_bytes)")
 
 
 def test_an_oversized_body_is_named_when_it_is_the_last_failure(gw, mock):

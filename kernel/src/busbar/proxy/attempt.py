@@ -4,8 +4,9 @@ The commit point is the first byte the client will see. Before it, every failure
 an ``AttemptFailure`` so the walk can fail over inside the same request: connect errors, the
 per-attempt cap, non-2xx answers, a redirect (never followed, never relayed), a 2xx that does not
 look like a success (``proxy/success.py``), a body over ``limits.upstream_body_max_bytes``
-(decoded bytes counted), a body that breaks before it is read, a stream that ends or runs
-``upstream_body_max_bytes`` without an event, and a stream whose first decoded event is an error.
+(decoded bytes counted), a body that breaks before it is read, a stream that ends or runs half of
+``upstream_body_max_bytes`` without an event (those bytes are held twice: raw for the relay and in
+the decoder), and a stream whose first decoded event is an error.
 After it, the stream is owned by ``relay``.
 
 Per-attempt cap: ``attempt_timeout_ms`` (member wins over model), floored by the remaining
@@ -147,7 +148,8 @@ async def _answer(resp: UpstreamResponse, call: Call, provider: Provider, limits
         if reason is not None:
             await resp.aclose()
             return _upstream_fault(reason, status)
-        success = await _read_first(resp, provider, limits.upstream_body_max_bytes)
+        # bytes before the first event are held twice (raw for the relay, in the decoder): half the cap
+        success = await _read_first(resp, provider, limits.upstream_body_max_bytes // 2)
         if isinstance(success, AttemptSuccess):
             success.dropped = dropped
         return success
@@ -209,7 +211,8 @@ async def _read_first(resp: UpstreamResponse, provider: Provider, max_bytes: int
             if size > max_bytes:
                 await resp.aclose()
                 return _upstream_fault(f"HTTP {resp.status} with a stream of no event in its first "
-                                       f"{max_bytes} bytes (limits.upstream_body_max_bytes)", resp.status)
+                                       f"{max_bytes} bytes (half of limits.upstream_body_max_bytes)",
+                                       resp.status)
     except UpstreamError as e:
         await resp.aclose()
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
