@@ -12,6 +12,7 @@ client (docs/reliability.md "The walk and the first-byte boundary").
 """
 from __future__ import annotations
 
+import re
 import time
 
 import anthropic
@@ -63,7 +64,15 @@ def bad_once(mock, response: dict, stream: bool | None = None) -> None:
 
 
 def called(mock) -> list[str]:
-    return [r["body"]["model"] for r in mock.requests() if isinstance(r.get("body"), dict)]
+    """The lanes the mock was asked for, in order (the body's model, or the path's for path-model protocols)."""
+    out = []
+    for r in mock.requests():
+        body = r.get("body")
+        if isinstance(body, dict) and "model" in body:
+            out.append(body["model"])
+        else:
+            out.append(re.search(r"/models?/([\w.-]+?)(?::|/|$)", r["path"]).group(1))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ item 5
@@ -215,7 +224,7 @@ BAD_2XX = [
     ({"body": {"error": {"message": "upstream exploded", "type": "server_error"}}},
      "HTTP 200 with an error body"),
     ({"body": {"id": "x", "object": "chat.completion"}},
-     "HTTP 200 with a body that is not an answer of protocol openai (no choices)"),
+     "HTTP 200 with a body that is not an answer of protocol openai (no choices list)"),
     ({"status": 204, "body": "", "headers": {"content-type": "application/json"}}, "HTTP 204 with an empty body"),
 ]
 BAD_IDS = ["html", "empty", "sse-text", "json-error", "no-envelope", "204"]
@@ -284,3 +293,42 @@ def test_a_redirect_fails_over_and_is_never_relayed(gw, mock, status):
     assert "location" not in r.headers
     assert r.json()["error"]["message"] == (f"all upstream attempts failed; last: upstream answered a redirect "
                                             f"(HTTP {status}); redirects are not followed")
+
+
+# ------------------------------------------------- item 7 on every same-protocol hop, official SDKs
+
+def _same_protocol_config() -> str:
+    from tests.e2e.matrix_clients import PROVIDERS
+    lines = ['listen: "127.0.0.1:{port}"', "providers:"]
+    lines += [f"  up-{p}: {{ protocol: {p}, base_url: MOCK, api_key: {{ env: KEY_{p.upper()} }} }}" for p in PROVIDERS]
+    lines.append("models:")
+    for p in PROVIDERS:
+        lines += [f"  bad-{p}: {{ provider: up-{p}, default_max_tokens: 64 }}",
+                  f"  good-{p}: {{ provider: up-{p}, default_max_tokens: 64 }}"]
+    lines.append("pools:")
+    lines += [f"  p-{p}: {{ members: [ {{ model: bad-{p}, weight: 1000 }}, {{ model: good-{p} }} ] }}" for p in PROVIDERS]
+    return "\n".join(lines) + "\n"
+
+
+SDK_FOR = {"openai": "openai-chat", "responses": "openai-responses", "anthropic": "anthropic",
+           "gemini": "google-genai", "bedrock": "boto3-bedrock", "cohere": "cohere"}
+SDK_KEYS = {"KEY_OPENAI": "sk-o", "KEY_RESPONSES": "sk-r", "KEY_ANTHROPIC": "sk-ant-api-a",
+            "KEY_GEMINI": "g-key", "KEY_BEDROCK": "AKIDEXAMPLE:secretkey", "KEY_COHERE": "co-key"}
+
+
+@pytest.fixture(scope="module")
+def gw_same(gateway_factory, mock):
+    return gateway_factory(_same_protocol_config(), mock.url, env=SDK_KEYS)
+
+
+@pytest.mark.parametrize("proto", list(SDK_FOR))
+def test_the_providers_own_error_envelope_at_200_fails_over_on_a_same_protocol_hop(gw_same, mock, proto):
+    """Each protocol's own error body (the matrix's 429 captures) sent with status 200 on a
+    same-protocol hop: the official SDK gets the healthy lane's answer, never the error as a success."""
+    from tests.e2e.matrix_clients import CLIENTS, PROTOCOL_ERRORS
+
+    _status, body, headers = PROTOCOL_ERRORS[proto]
+    mock.script([{"match": {"model": f"bad-{proto}"}, "times": 1,
+                  "response": {"status": 200, "body": body, "headers": headers}}])
+    assert CLIENTS[SDK_FOR[proto]](gw_same.url).text(f"p-{proto}", "hi") == f"Hello from good-{proto}. You said: hi"
+    assert called(mock) == [f"bad-{proto}", f"good-{proto}"]

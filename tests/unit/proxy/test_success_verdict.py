@@ -32,8 +32,8 @@ def test_a_success_envelope_passes_and_is_parsed_once(protocol, body):
     (JSON, b"[1]", "HTTP 200 with a JSON list, not an object"),
     (JSON, b'{"error":{"message":"x"}}', "HTTP 200 with an error body"),
     (JSON, b'{"type":"error","error":{"type":"api_error"}}', "HTTP 200 with an error body"),
-    (JSON, b'{"id":"x"}', "HTTP 200 with a body that is not an answer of protocol openai (no choices)"),
-    ({}, b'{"id":"x"}', "HTTP 200 with a body that is not an answer of protocol openai (no choices)"),
+    (JSON, b'{"id":"x"}', "HTTP 200 with a body that is not an answer of protocol openai (no choices list)"),
+    ({}, b'{"id":"x"}', "HTTP 200 with a body that is not an answer of protocol openai (no choices list)"),
 ])
 def test_a_bad_2xx_is_named(headers, body, reason):
     assert json_verdict("openai", 200, headers, body) == (None, reason)
@@ -53,3 +53,9 @@ def test_no_content_type_is_judged_by_the_body():
 ])
 def test_stream_content_types(ctype, reason):
     assert stream_verdict(200, {"content-type": ctype} if ctype else {}) == reason
+
+
+def test_cohere_error_body_is_not_its_success_envelope():
+    """Cohere's error body is ``{"message": "…"}``: the envelope key must be an object."""
+    assert json_verdict("cohere", 200, JSON, b'{"message":"You are using a Trial key"}') == (
+        None, "HTTP 200 with a body that is not an answer of protocol cohere (no message object)")

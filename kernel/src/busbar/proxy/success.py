@@ -8,7 +8,7 @@ translated, an empty successful message. So before an attempt commits:
 - ``json_verdict(protocol, status, headers, body) -> (doc, None) | (None, reason)`` for a non-stream answer:
   the content type (when given) names JSON, the body parses as a JSON object, carries no non-null
   top-level ``error`` (a Responses success has ``"error": null``) and no Anthropic ``"type": "error"``,
-  and holds the envelope key of its protocol (:data:`ENVELOPE_KEYS`). The parsed ``doc`` is the one
+  and holds the envelope key of its protocol with its JSON type (:data:`ENVELOPE_KEYS`). The parsed ``doc`` is the one
   a cross-protocol hop translates (one parse per answer).
 - ``stream_verdict(status, headers) -> reason | None`` for a stream: a content type that says JSON, HTML or
   plain text is not an event stream. A stream that ends before its first event is refused by the
@@ -24,15 +24,16 @@ from typing import Any
 
 import orjson
 
-#: Top-level keys of a successful non-stream answer, per protocol (any one of them must be present).
-ENVELOPE_KEYS: dict[str, tuple[str, ...]] = {
-    "openai": ("choices",),
-    "anthropic": ("content",),
-    "bedrock-invoke": ("content",),
-    "responses": ("output",),
-    "gemini": ("candidates", "promptFeedback"),    # a blocked prompt has promptFeedback, no candidates
-    "bedrock": ("output",),
-    "cohere": ("message",),
+#: Top-level keys of a successful non-stream answer with the JSON type each must have, per protocol
+#: (any one of them must be present). The type matters: Cohere's error body is ``{"message": "…"}``.
+ENVELOPE_KEYS: dict[str, tuple[tuple[str, type], ...]] = {
+    "openai": (("choices", list),),
+    "anthropic": (("content", list),),
+    "bedrock-invoke": (("content", list),),
+    "responses": (("output", list),),
+    "gemini": (("candidates", list), ("promptFeedback", dict)),   # a blocked prompt: no candidates
+    "bedrock": (("output", dict),),
+    "cohere": (("message", dict),),
 }
 
 _NOT_A_STREAM = ("application/json", "text/html", "text/plain")
@@ -60,8 +61,9 @@ def json_verdict(protocol: str, status: int, headers: Mapping[str, str],
     if doc.get("error") is not None or doc.get("type") == "error":
         return None, f"HTTP {status} with an error body"
     keys = ENVELOPE_KEYS.get(protocol)
-    if keys is not None and not any(k in doc for k in keys):
-        return None, f"HTTP {status} with a body that is not an answer of protocol {protocol} (no {' or '.join(keys)})"
+    if keys is not None and not any(isinstance(doc.get(k), t) for k, t in keys):
+        want = " or ".join(f"{k} {'list' if t is list else 'object'}" for k, t in keys)
+        return None, f"HTTP {status} with a body that is not an answer of protocol {protocol} (no {want})"
     return doc, None
 
 
