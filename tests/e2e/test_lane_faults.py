@@ -332,3 +332,30 @@ def test_the_providers_own_error_envelope_at_200_fails_over_on_a_same_protocol_h
                   "response": {"status": 200, "body": body, "headers": headers}}])
     assert CLIENTS[SDK_FOR[proto]](gw_same.url).text(f"p-{proto}", "hi") == f"Hello from good-{proto}. You said: hi"
     assert called(mock) == [f"bad-{proto}", f"good-{proto}"]
+
+
+SMALL_CAP = """
+listen: "127.0.0.1:{port}"
+limits: { upstream_body_max_bytes: 65536 }
+providers:
+  up: { protocol: openai, base_url: MOCK, api_key: { env: T_OPENAI_KEY } }
+models:
+  bad: { provider: up }
+"""
+
+
+def test_a_committed_stream_with_an_event_over_the_cap_ends_with_the_in_band_error(gateway_factory, mock):
+    """After the first byte, more than upstream_body_max_bytes (64 KiB here) without a decodable event
+    ends the client's stream with the in-band error: the decoder's buffer never grows past the cap."""
+    gw = gateway_factory(SMALL_CAP, mock.url)
+    first = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+             "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}, "finish_reason": None}]}
+    bad_once(mock, {"sse": [first, {"raw": "data: " + "a" * 200_000}], "chunk_delay_ms": 100}, stream=True)
+    with httpx.stream("POST", gw.url + "/v1/chat/completions", timeout=30,
+                      json={"model": "bad", "stream": True, "messages": MSG}) as r:
+        assert r.status_code == 200
+        text = r.read().decode()
+    assert text.startswith('data: {"id":"c"')
+    assert text.endswith('data: {"error":{"message":"upstream stream event exceeds limits.upstream_body_max_bytes",'
+                         '"type":"server_error","param":null,"code":null}}\n\n')
+    assert "a" * 70_000 not in text
