@@ -28,11 +28,12 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from busbar_mock_provider.fixtures import default_fixtures_dir  # noqa: E402
-from busbar_mock_provider.process import MockProcess  # noqa: E402
-from busbar.proxy.success import json_verdict  # noqa: E402
-from tests.support import gateway as support  # noqa: E402
-from tests.support.gateway import BusbarProcess  # noqa: E402
+from busbar.proxy.success import json_verdict
+from busbar_mock_provider.fixtures import default_fixtures_dir
+from busbar_mock_provider.process import MockProcess
+
+from tests.support import gateway as support
+from tests.support.gateway import BusbarProcess
 
 CAPTURES = {
     "openai": "openai-chat/text-basic.response.json",

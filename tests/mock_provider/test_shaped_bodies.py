@@ -16,13 +16,15 @@ CHAT: Any = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 
 def test_stall_after_headers_sends_the_head_then_silence(mock: MockProcess) -> None:
     mock.script([{"response": {"stall_after": 0}}])
-    with httpx.Client(base_url=mock.url, timeout=httpx.Timeout(5, read=0.5)) as c:
-        with c.stream("POST", "/v1/chat/completions", headers=OAI, json=CHAT) as r:
-            assert r.status_code == 200
-            assert r.headers["content-type"] == "application/json"
-            assert int(r.headers["content-length"]) > 0
-            with pytest.raises(httpx.ReadTimeout):
-                r.read()
+    with (
+        httpx.Client(base_url=mock.url, timeout=httpx.Timeout(5, read=0.5)) as c,
+        c.stream("POST", "/v1/chat/completions", headers=OAI, json=CHAT) as r,
+    ):
+        assert r.status_code == 200
+        assert r.headers["content-type"] == "application/json"
+        assert int(r.headers["content-length"]) > 0
+        with pytest.raises(httpx.ReadTimeout):
+            r.read()
     events = mock.wait_for_events(1, 5)
     assert [(e["type"], e["phase"]) for e in events] == [("client_disconnected", "stall")]
 
@@ -30,11 +32,13 @@ def test_stall_after_headers_sends_the_head_then_silence(mock: MockProcess) -> N
 def test_stall_after_n_frames_of_a_stream(mock: MockProcess) -> None:
     mock.script([{"response": {"stall_after": 2}}])
     got = b""
-    with httpx.Client(base_url=mock.url, timeout=httpx.Timeout(5, read=0.5)) as c:
-        with c.stream("POST", "/v1/chat/completions", headers=OAI, json={**CHAT, "stream": True}) as r:
-            with pytest.raises(httpx.ReadTimeout):
-                for part in r.iter_raw():
-                    got += part
+    with (
+        httpx.Client(base_url=mock.url, timeout=httpx.Timeout(5, read=0.5)) as c,
+        c.stream("POST", "/v1/chat/completions", headers=OAI, json={**CHAT, "stream": True}) as r,
+        pytest.raises(httpx.ReadTimeout),
+    ):
+        for part in r.iter_raw():
+            got += part
     assert got.count(b"data: ") == 2
     assert b"[DONE]" not in got
 
@@ -50,11 +54,13 @@ def test_trickle_writes_one_byte_at_a_time(mock: MockProcess) -> None:
 def test_body_bytes_gzip_is_a_small_answer_that_inflates(mock: MockProcess) -> None:
     size = 8 << 20
     mock.script([{"response": {"body_bytes": size, "gzip": True}}])
-    with httpx.Client(base_url=mock.url, timeout=10) as c:
-        with c.stream("POST", "/v1/chat/completions", headers=OAI, json=CHAT) as r:
-            assert r.headers["content-encoding"] == "gzip"
-            assert "content-length" not in r.headers
-            raw = b"".join(r.iter_raw())
+    with (
+        httpx.Client(base_url=mock.url, timeout=10) as c,
+        c.stream("POST", "/v1/chat/completions", headers=OAI, json=CHAT) as r,
+    ):
+        assert r.headers["content-encoding"] == "gzip"
+        assert "content-length" not in r.headers
+        raw = b"".join(r.iter_raw())
     assert len(raw) < size // 500
     body = gzip.decompress(raw)
     assert len(body) == size

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-
 from busbar.proxy.success import json_verdict, stream_verdict
 
 JSON = {"content-type": "application/json"}

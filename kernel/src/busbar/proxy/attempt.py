@@ -24,7 +24,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from busbar.config.schema import LimitsConfig
 from busbar.ir.model import StreamError, StreamEvent
@@ -33,7 +33,7 @@ from busbar.proto.errors import ProtoError
 from busbar.proxy.credentials import CredentialError
 from busbar.proxy.disposition import classify, parse_retry_after
 from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, prepare, read_upstream_error
-from busbar.proxy.runtime import Provider
+from busbar.proxy.runtime import Lane, Member
 from busbar.proxy.success import json_verdict, stream_verdict
 from busbar.proxy.translate import Call, build_body
 from busbar.proxy.upstream import BodyTooLarge, UpstreamError, UpstreamResponse, read_capped
@@ -71,7 +71,7 @@ class AttemptSuccess:
 
     response: UpstreamResponse
     body: bytes | None = None
-    doc: dict | None = None       # the parsed non-stream body (checked by ``success.json_verdict``)
+    doc: dict[str, Any] | None = None       # the parsed non-stream body (checked by ``success.json_verdict``)
     first: list[bytes] | None = None
     events: list[StreamEvent] | None = None
     decoder: tuple[StreamDecoder, AsyncIterator[bytes]] | None = None
@@ -120,7 +120,7 @@ async def attempt(gw: Gateway, call: Call, member_or_lane: Member | Lane,
         async with asyncio.timeout(cap):
             try:
                 resp = await gw.upstream.send("POST", url, headers, content, scope=provider.name)
-            except Exception as e:  # UpstreamError, the SSRF guard and other connect-time refusals
+            except Exception as e:  # noqa: BLE001 - UpstreamError, the SSRF guard and other connect-time refusals
                 return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
             return await _answer(resp, call, provider, limits, dropped)
     except TimeoutError:
@@ -174,7 +174,7 @@ def _upstream_fault(reason: str, status: int) -> AttemptFailure:
                           None, reason="server_error")
 
 
-async def _failure_from(resp: UpstreamResponse, provider, limits) -> AttemptFailure:
+async def _failure_from(resp: UpstreamResponse, provider: Provider, limits: LimitsConfig) -> AttemptFailure:
     try:
         body = await read_capped(resp, limits.upstream_error_body_max_bytes, truncate=True)
     except UpstreamError:

@@ -42,6 +42,11 @@ from busbar.proxy.disposition import CLIENT, CONTEXT, HARD_DOWN, effect
 from busbar.proxy.relay import Reply, StreamLimits, error_reply, relay_failure, stream_reply, whole_reply
 from busbar.proxy.runtime import Lane, Member, Pool
 from busbar.proxy.select import affinity_pick, all_throttled, least_bad, soonest_cooldown, swrr_pick
+from busbar.proxy.translate import Call
+
+if TYPE_CHECKING:
+    from busbar.proxy.breaker import BreakerCell
+    from busbar.proxy.gateway import Gateway
 
 log = logging.getLogger("busbar")
 
@@ -233,7 +238,7 @@ async def _on_exhausted(gw: Gateway, call: Call, pool: Pool, deadline: float, vi
                             throttled=all_throttled(pool.members, now, floor))
 
 
-def _exhausted_reply(call, wait_s: float, pool: str | None = None, *, throttled: bool = False) -> Reply:
+def _exhausted_reply(call: Call, wait_s: float, pool: str | None = None, *, throttled: bool = False) -> Reply:
     """Nothing could be tried: 503 ``overloaded``, or 429 ``rate_limit`` in the caller's dialect when
     every candidate is cooling down after upstream rate limits (an outage stays 503). Retry-After is
     the soonest cooldown expiry, whole seconds, ≥ 1."""

@@ -95,7 +95,7 @@ class _StreamFault(Exception):
     """A committed stream that must end with the in-band error ``str(self)``."""
 
 
-def stream_reply(call, lane, success, *, bounds: StreamLimits,
+def stream_reply(call: Call, lane: Lane, success: AttemptSuccess, *, bounds: StreamLimits,
                  on_end: Callable[[bool | None], None]) -> Reply:
     """A committed stream. ``on_end(outcome)`` runs exactly once when the stream ends: ``True`` for
     a clean finish, ``False`` for a mid-stream upstream failure (a break, ``bounds.idle_s`` of
@@ -116,7 +116,8 @@ def _passthrough_ir(call: Call) -> IrRequest:
     return IrRequest(stream=True)
 
 
-async def _frames(call, success, encoder, same: bool, bounds: StreamLimits, on_end, usage: Usage):
+async def _frames(call: Call, success: AttemptSuccess, encoder: StreamEncoder, same: bool, bounds: StreamLimits,
+                  on_end: Callable[[bool | None], None], usage: Usage) -> AsyncGenerator[bytes, None]:
     """Yield client frames: raw upstream bytes (same protocol) or re-encoded IR events."""
     # a stream success carries its decoder, first chunks and first events (attempt._read_first)
     assert success.decoder is not None and success.first is not None and success.events is not None

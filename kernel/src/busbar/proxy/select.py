@@ -72,7 +72,7 @@ def least_bad(pool: Pool, now: float, excluded: AbstractSet[int]) -> Member | No
     return min(cands, key=lambda m: max(m.cell.cooldown_until, m.lane.hard_down_until))
 
 
-def all_throttled(members, now: float, floor: set[int]) -> bool:
+def all_throttled(members: list[Member], now: float, floor: set[int] | frozenset[int]) -> bool:
     """True when every member outside ``floor`` (member indexes) is out only because of a rate-limit
     cooldown (``BreakerCell.throttled``): not hard-down, budget left. False for an empty set."""
     seen = False

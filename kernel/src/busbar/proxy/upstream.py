@@ -308,7 +308,8 @@ class AiohttpUpstream:
 # ------------------------------------------------------------------------------------------------ httpx
 
 class _HttpxChunks:
-    """``aiter_bytes`` (decoded, as aiohttp's chunks are) behind a cancel-safe ``__anext__`` (a cancelled wait keeps the pending read)."""
+    """``aiter_bytes`` (decoded, as aiohttp's chunks are) behind a cancel-safe ``__anext__`` (a
+    cancelled wait keeps the pending read)."""
 
     __slots__ = ("_it", "_pending")
 
