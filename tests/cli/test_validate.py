@@ -12,11 +12,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run(args, env=None):
     return subprocess.run([BUSBAR, *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=60)
+                          env={**os.environ, "K": "sk-test", **(env or {})}, timeout=60)
 
 
 def test_quickstart_config_validates():
-    r = run(["--validate", "--config", str(ROOT / "examples/quickstart/config.yaml")])
+    quickstart_env = {"MOCK_OPENAI_KEY": "sk-mock-openai", "MOCK_ANTHROPIC_KEY": "sk-ant-api-mock"}
+    r = run(["--validate", "--config", str(ROOT / "examples/quickstart/config.yaml")], env=quickstart_env)
     assert r.returncode == 0, r.stderr
     assert "config.yaml is valid" in r.stdout
 
@@ -103,15 +104,39 @@ def test_http_to_public_host_and_metadata_refused(tmp_path):
 
 def test_warnings_print_and_validation_continues(tmp_path):
     cfg = tmp_path / "config.yaml"
-    cfg.write_text("providers:\n  anthropic: { api_key: { env: NO_SUCH_KEY_VAR } }\nmodels:\n  m: { provider: anthropic }\n")
+    cfg.write_text("providers:\n  anthropic: { api_key: { env: K } }\nmodels:\n  m: { provider: anthropic }\n")
     r = run(["--validate", "--config", str(cfg)])
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == f"busbar: {cfg} is valid (2 warning(s))"
+    assert r.stdout.strip() == f"busbar: {cfg} is valid (1 warning(s))"
     assert r.stderr.splitlines() == [
         "warning: config.yaml: auth.chain: [] is an open front door: no client authentication (development only)",
-        "warning: config.yaml: providers.anthropic.api_key: resolves to an empty value; the lane will start but fail "
-        "upstream auth (set the variable / file it names)",
     ]
+
+
+def test_unset_secret_reference_is_fatal_C034(tmp_path):
+    """C034 (c): api_key { env: MY_KEY } with MY_KEY unset or empty is refused, naming MY_KEY and the key path."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("providers:\n  anthropic: { api_key: { env: MY_KEY } }\nmodels:\n  m: { provider: anthropic }\n")
+    env = {k: v for k, v in os.environ.items() if k != "MY_KEY"}
+    r = subprocess.run([BUSBAR, "--validate", "--config", str(cfg)], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [
+        "config.yaml: providers.anthropic.api_key: environment variable MY_KEY is not set; export MY_KEY (or "
+        "point the reference at { file: /path })",
+        "busbar: 1 config error(s); refusing to start"]
+    r = run(["--validate", "--config", str(cfg)], env={"MY_KEY": ""})
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[0] == ("config.yaml: providers.anthropic.api_key: environment variable MY_KEY is "
+                                        "empty; set MY_KEY to the secret")
+    cfg.write_text(cfg.read_text().replace("{ env: MY_KEY }", '"${MY_KEY}"'))
+    r = run(["--validate", "--config", str(cfg)], env={"MY_KEY": "sk-test"})
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[0] == (
+        "config.yaml: providers.anthropic.api_key: must be a secret reference: { env: VAR }, { file: /path } or "
+        "{ module: <secret-plugin>, settings: {...} }, found a plain string; write { env: VAR } in place of "
+        "\"${VAR}\" or a literal key")
+    assert "sk-test" not in r.stderr
 
 
 def test_print_schema():

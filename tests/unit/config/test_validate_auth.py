@@ -71,7 +71,7 @@ def test_tls_files_must_hold_pem() -> None:
     assert faults(tls, env={**ENV, "TLS_KEY": ""}, read_file=lambda p: "hello") == [
         "config.yaml: tls.cert: does not hold PEM certificates (no -----BEGIN ... CERTIFICATE----- block); point it "
         "at the right file",
-        "config.yaml: tls.key: resolves to an empty value; point it at a PEM file"]
+        "config.yaml: tls.key: environment variable TLS_KEY is empty; set TLS_KEY to the secret"]
     assert faults(tls, env={**ENV, "TLS_KEY": "x"}) == [
         "config.yaml: tls.cert: cannot read secret file /etc/busbar/tls/fullchain.pem: No such file or directory; "
         "fix the path or its permissions",
@@ -106,11 +106,11 @@ def test_builtin_modules_in_the_wrong_chain_and_token_on_the_wrong_module() -> N
 def test_admin_token_blank() -> None:
     admin = "auth:\n  admin_auth:\n    - admin-tokens: { token: { env: ADMIN } }\n"
     assert faults(admin, env={"K": "sk", "ADMIN": "   "}) == [
-        "config.yaml: auth.admin_auth[0].admin-tokens.token: the admin token resolves to a blank value; set the "
-        "variable / file it names to a non-blank secret"]
+        "config.yaml: auth.admin_auth[0].admin-tokens.token: environment variable ADMIN is empty; set ADMIN to the "
+        "secret"]
     assert faults(admin, env={"K": "sk"}) == [
-        "config.yaml: auth.admin_auth[0].admin-tokens.token: the admin token resolves to a blank value; set the "
-        "variable / file it names to a non-blank secret"]
+        "config.yaml: auth.admin_auth[0].admin-tokens.token: environment variable ADMIN is not set; export ADMIN "
+        "(or point the reference at { file: /path })"]
     assert warnings(admin) == ["config.yaml: auth.chain: [] is an open front door: no client authentication "
                                "(development only)"]
 
@@ -156,8 +156,10 @@ def test_auth_entry_shapes() -> None:
 
 def test_signing_key_that_resolves_empty() -> None:
     assert faults("auth: { signing_key: { env: SIGNING } }\n") == [
-        "config.yaml: auth.signing_key: resolves to an empty value; fix the reference, or remove signing_key to "
-        "generate one on first boot"]
+        "config.yaml: auth.signing_key: environment variable SIGNING is not set; export SIGNING (or point the "
+        "reference at { file: /path })"]
+    assert faults("auth: { signing_key: { file: /k } }\n", read_file=lambda p: " \n") == [
+        "config.yaml: auth.signing_key: secret file /k is empty; write the secret into it"]
 
 
 def test_auth_warnings() -> None:

@@ -162,7 +162,7 @@ def test_interpolation_unclosed() -> None:
 def test_interpolated_values_reach_the_model() -> None:
     text = "providers:\n  internal:\n    base_url: \"https://${LLM_GATEWAY_HOST}/v1\"\n" \
            "    api_key: { env: INTERNAL_KEY }\nmodels:\n  m: { provider: internal }\nlisten: \"0.0.0.0:${PORT}\"\n"
-    cfg = load_config_text(text, {"LLM_GATEWAY_HOST": "gw.example.com", "PORT": "9000"}).config
+    cfg = load_config_text(text, {"LLM_GATEWAY_HOST": "gw.example.com", "PORT": "9000", "INTERNAL_KEY": "k"}).config
     assert cfg.providers["internal"].base_url == "https://gw.example.com/v1" and cfg.listen == "0.0.0.0:9000"
 
 

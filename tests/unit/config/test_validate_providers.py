@@ -163,13 +163,16 @@ def test_model_field_rules(field: str, value: object, line: str) -> None:
     assert faults(text) == [f"config.yaml: models.m.{field}: {line}"]
 
 
-def test_empty_api_key_and_passthrough_warnings() -> None:
+def test_unset_or_empty_api_key_is_fatal_and_passthrough_warns() -> None:
+    """Item 18 / C034 (c): an unset or empty { env: VAR } is a boot error naming VAR and the key path."""
     text = ("providers:\n  anthropic: { api_key: { env: EMPTY } }\n  openai: { api_key: { env: K } }\n"
             "models:\n  m: { provider: anthropic }\n")
-    loaded = load_config_text(text, {"K": "sk", "EMPTY": ""})
-    assert "config.yaml: providers.anthropic.api_key: resolves to an empty value; the lane will start but fail " \
-           "upstream auth (set the variable / file it names)" in loaded.warnings
-    loaded = load_config_text(text + "auth: { upstream_credentials: passthrough }\n", {"K": "sk", "EMPTY": ""})
+    assert faults(text, {"K": "sk", "EMPTY": ""}) == [
+        "config.yaml: providers.anthropic.api_key: environment variable EMPTY is empty; set EMPTY to the secret"]
+    assert faults(text, {"K": "sk"}) == [
+        "config.yaml: providers.anthropic.api_key: environment variable EMPTY is not set; export EMPTY (or point "
+        "the reference at { file: /path })"]
+    loaded = load_config_text(text + "auth: { upstream_credentials: passthrough }\n", {"K": "sk", "EMPTY": "e"})
     assert "config.yaml: providers.openai.api_key: auth.upstream_credentials is passthrough but this credential " \
            "resolves non-empty: a configured key on a passthrough gateway is a credential-leak risk; remove it " \
            "or use own" in loaded.warnings

@@ -177,6 +177,9 @@ def _message(err: Any, loc: tuple[Any, ...], model: type[BaseModel] | None) -> s
     if etype == "too_short" and isinstance(err.get("input"), dict):
         return "an entry names exactly one module, found none"
     if etype == "secret_ref":
+        if isinstance(err.get("input"), str):   # never echo it: it may be the secret itself
+            return (f"{SECRET_HINT}, found a plain string; write {{ env: VAR }} in place of \"${{VAR}}\" or "
+                    f"a literal key")
         return f"{SECRET_HINT}, found {_show(err.get('input'))}"
     msg = str(err.get("msg", "")).replace("Value error, ", "")
     if etype in ("hook_entry", "on_exhausted", "on_error", "auth_entry"):

@@ -70,7 +70,7 @@ def tagged_union(branches: dict[str, Any], pick: Callable[[Any], str | None], *,
 
 
 class EnvRef(Strict):
-    """``{ env: VAR }``: the value of environment variable VAR, read once at boot (unset = empty)."""
+    """``{ env: VAR }``: the value of environment variable VAR, read once at boot (unset or empty = a boot error)."""
 
     env: str
     """Name of the environment variable holding the secret."""

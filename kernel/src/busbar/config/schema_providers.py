@@ -86,7 +86,7 @@ class DeploymentProvider(_ProviderFields):
 
     api_key: SecretRef
     """The upstream credential as a secret reference ({ env: VAR } / { file: /path } / { module: ... }).
-    Resolving to an empty value is a boot warning (the lane will fail upstream auth)."""
+    An unset variable, a missing file or an empty value is a boot error naming it."""
     protocol: str | None = None
     """Override the catalog protocol (rarely needed)."""
     allow_metadata_hosts: list[str] = Field(default_factory=list)

@@ -1,13 +1,15 @@
 """Secret references: ``{ env: VAR }``, ``{ file: PATH }``, ``{ module: <secret-plugin>, settings }``.
 
-Not interpolation: resolved once at boot by :func:`resolve_secret`. A reference that resolves to an
-empty value is legal (the lane starts and will fail upstream auth; a boot warning says so).
+Not interpolation: resolved once at boot by :func:`resolve_secret`. A reference that cannot be resolved
+(an unset variable, an unreadable file) or that resolves to an empty or blank value is a boot error
+naming the variable (or file) and the key path, never a lane that starts with an empty credential
+(docs/configuration.md#secret-references-and-interpolation).
 
 ``read_file`` (``path -> text``) is injectable so ``--validate`` and tests read secret files through
 one seam; the default reads the real file system (UTF-8). Reading is the only side effect.
 
-Raises ``SecretError`` (one-line, names the key path) for an unreadable file, or a module
-reference when no secret plugin can serve it.
+Raises ``SecretError`` (one-line, names the key path) for an unset or empty variable, an unreadable
+or empty file, or a module reference when no secret plugin can serve it (or it serves an empty value).
 
 Source: seeds 001 "providers" (api_key), "tls", "auth" (signing_key, admin-tokens token).
 """
@@ -38,31 +40,46 @@ def resolve_secret(ref: object, env: Mapping[str, str], *, where: str,
 
     Args:
         ref: an :class:`EnvRef`, :class:`FileRef` or :class:`ModuleRef`.
-        env: environment for ``{ env: VAR }`` (an unset variable resolves to ``""``).
+        env: environment for ``{ env: VAR }``.
         where: key path for messages, ``providers.openai.api_key``.
         module_resolver: ``(module, settings) -> value`` from the plugin loader; None = no secret
             plugins loaded.
         read_file: file reader for ``{ file: PATH }``; default :func:`read_text_file`.
 
     Returns:
-        the value; a file's surrounding whitespace is trimmed.
+        the value, never empty or blank; a file's surrounding whitespace is trimmed.
 
     Raises:
-        SecretError: unreadable file, or a module reference with no resolver.
+        SecretError: unset or empty variable, unreadable or empty file, a module reference with no
+            resolver or resolving to an empty value.
     """
     if isinstance(ref, EnvRef):
-        return env.get(ref.env, "")
+        value = env.get(ref.env)
+        if value is None:
+            raise SecretError(f"{where}: environment variable {ref.env} is not set; export {ref.env} "
+                              f"(or point the reference at {{ file: /path }})")
+        if not value.strip():
+            raise SecretError(f"{where}: environment variable {ref.env} is empty; set {ref.env} to the "
+                              f"secret")
+        return value
     if isinstance(ref, FileRef):
         try:
-            return (read_file or read_text_file)(ref.file).strip()
+            value = (read_file or read_text_file)(ref.file).strip()
         except OSError as e:
             raise SecretError(f"{where}: cannot read secret file {ref.file}: "
                               f"{e.strerror or e}; fix the path or its permissions") from None
         except UnicodeError:
             raise SecretError(f"{where}: secret file {ref.file} is not UTF-8 text") from None
+        if not value:
+            raise SecretError(f"{where}: secret file {ref.file} is empty; write the secret into it")
+        return value
     if isinstance(ref, ModuleRef):
         if module_resolver is None:
             raise SecretError(f"{where}: {{ module: {ref.module} }} needs a loaded kind: secret plugin; "
                               f"set plugins.enabled: true and install it in plugins.dir")
-        return module_resolver(ref.module, ref.settings)
+        value = module_resolver(ref.module, ref.settings)
+        if not value.strip():
+            raise SecretError(f"{where}: secret plugin {ref.module} resolved an empty value; fix its "
+                              f"settings or the secret it points at")
+        return value
     raise SecretError(f"{where}: not a secret reference")

@@ -82,9 +82,7 @@ def check_listeners(ctx: Any) -> None:
             value = ctx.secret(ref, f"{block}.{part}")
             if value is None:
                 continue
-            if not value.strip():
-                ctx.err(f"{block}.{part}", "resolves to an empty value; point it at a PEM file")
-            elif not ("-----BEGIN" in value and _PEM[part][0] in value):
+            if not ("-----BEGIN" in value and _PEM[part][0] in value):
                 what = "a PEM private key" if part == "key" else "PEM certificates"
                 ctx.err(f"{block}.{part}", f"does not hold {what} (no -----BEGIN ... {_PEM[part][0]}----- "
                                            f"block); point it at the right file")
@@ -109,10 +107,7 @@ def _entries(ctx: Any, which: str) -> list[str]:
         elif mod.name not in (BUILTIN_CHAIN_MODULE, BUILTIN_ADMIN_MODULE):
             ctx.plugin_ref(mod.name, path, kind="auth")
         if mod.name == BUILTIN_ADMIN_MODULE and mod.token is not None:
-            token = ctx.secret(mod.token, f"{path}.{mod.name}.token")
-            if token is not None and not token.strip():
-                ctx.err(f"{path}.{mod.name}.token", "the admin token resolves to a blank value; set the "
-                                                    "variable / file it names to a non-blank secret")
+            ctx.secret(mod.token, f"{path}.{mod.name}.token")   # unset / blank: a fault
     return names
 
 
@@ -130,10 +125,7 @@ def check_auth(ctx: Any) -> None:
         ctx.warn("store.module", "the ephemeral memory store with the keys verifier: minted keys, usage and "
                                  "the revocation denylist reset on restart; choose a durable store.module")
     if auth.signing_key is not None:
-        value = ctx.secret(auth.signing_key, "auth.signing_key")
-        if value is not None and not value.strip():
-            ctx.err("auth.signing_key", "resolves to an empty value; fix the reference, or remove "
-                                        "signing_key to generate one on first boot")
+        ctx.secret(auth.signing_key, "auth.signing_key")   # unset / empty: a fault
     modules = set(chain) | set(admin)
     names_of = getattr(ctx.plugins, "names_of", None)
     if names_of is not None:  # a binding may use the plugin's own name where the chain uses an alias

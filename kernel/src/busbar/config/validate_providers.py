@@ -4,9 +4,9 @@ Rows (seeds 001 "Startup validation summary"): Provider name reserved, Protocol 
 base_url plaintext, error_map value unknown, auth value unknown, path malformed, Model name reserved,
 provider reference missing, max_concurrent: 0, max_requests: 0, default_max_tokens: 0; plus the
 field rules of seeds 001 "providers" / "models" (token_url / scope for oauth-client-credentials,
-attempt_timeout_ms ≥ 1, non-empty upstream_model) and the warnings "A provider api_key reference
-resolves empty at boot" and "upstream_credentials: passthrough with a provider whose credential
-reference resolves non-empty".
+attempt_timeout_ms ≥ 1, non-empty upstream_model), an api_key reference that is unset or resolves
+empty (a fault; docs/configuration.md#secret-references-and-interpolation) and the warning
+"upstream_credentials: passthrough with a provider whose credential reference resolves non-empty".
 
 Catalog entries are checked where they are written (``providers.yaml: <name>.protocol``); a
 deployment override is checked under ``config.yaml: providers.<name>.<field>``. Every egress URL goes
@@ -91,10 +91,7 @@ def _check_provider(ctx: Any, name: str) -> None:
         ctx.url(str(base_url), f"{where}.base_url", allow_private=True, provider_allow=allow, note=note)
     if merged.get("token_url"):
         ctx.url(str(merged["token_url"]), f"{where}.token_url", allow_private=True, provider_allow=allow)
-    key = ctx.secret(dep.api_key, f"{where}.api_key")
-    if key is not None and not key.strip():
-        ctx.warn(f"{where}.api_key", "resolves to an empty value; the lane will start but fail "
-                                     "upstream auth (set the variable / file it names)")
+    key = ctx.secret(dep.api_key, f"{where}.api_key")   # unset / empty: a fault (config/secrets.py)
     if key and cfg.auth.upstream_credentials == "passthrough":
         ctx.warn(f"{where}.api_key", "auth.upstream_credentials is passthrough but this credential "
                                      "resolves non-empty: a configured key on a passthrough gateway "

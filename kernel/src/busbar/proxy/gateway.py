@@ -83,9 +83,6 @@ class Gateway:
             merged = _merged_provider_fields(loaded, name)
             key = resolve_secret(dep.api_key, env, where=f"providers.{name}.api_key",
                                  module_resolver=module_resolver)
-            if not key:
-                log.warning("providers.%s.api_key resolves to an empty value; the lane will fail "
-                            "upstream auth", name)
             providers[name] = Provider(
                 name=name, protocol=merged["protocol"], dialect=get_dialect(merged["protocol"]),
                 base_url=str(merged["base_url"]).rstrip("/"), path=merged.get("path"),
