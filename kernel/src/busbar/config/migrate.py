@@ -83,9 +83,17 @@ class Migration:
     def summary(self) -> list[str]:
         """The stderr report: every change, then the counts."""
         lines = [f"migrate: {c}" for c in self.changes]
-        lines.append(f"migrate: {len(self.changes)} change(s), {len(self.todos)} TODO(migrate), "
-                     f"{len(self.warnings)} WARNING(migrate); review them, then run busbar --validate")
+        if self.needs_review:
+            lines.append(f"migrate: {len(self.changes)} change(s), {len(self.todos)} TODO(migrate), "
+                         f"{len(self.warnings)} WARNING(migrate); review them, then run busbar --validate")
+        else:
+            lines.append(f"migrate: {len(self.changes)} change(s), nothing to review; run busbar --validate")
         return lines
+
+    @property
+    def needs_review(self) -> bool:
+        """Does any line of the result carry a ``TODO(migrate)`` / ``WARNING(migrate)`` decision?"""
+        return bool(self.todos or self.warnings)
 
 
 class _Ctx:
@@ -428,9 +436,12 @@ def migrate_text(text: str, *, source: str = "config.yaml") -> Migration:
     if not isinstance(doc, dict):
         raise MigrateError(f"{source}: not a YAML mapping (expected a Busbar config document)")
     new, result, notes = migrate_document(_restore_env(doc, tokens))
-    header = [f"Busbar 1.5.0 config, converted from {source} by busbar --migrate-config.",
-              "Review every TODO(migrate) / WARNING(migrate) below, then run busbar --validate.",
-              "Comments of the original file are not carried over; keep it at hand for the review."]
+    header = [f"Busbar 1.5.0 config, converted from {source} by busbar --migrate-config."]
+    if result.needs_review:   # no banner when no line needs a decision
+        header += ["Review every TODO(migrate) / WARNING(migrate) below, then run busbar --validate.",
+                   "Comments of the original file are not carried over; keep it at hand for the review."]
+    else:
+        header += ["Comments of the original file are not carried over."]
     result.yaml = render(new, notes, header)
     return result
 
