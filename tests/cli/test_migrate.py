@@ -14,13 +14,14 @@ BUSBAR = str(Path(sys.executable).parent / "busbar")
 LEGACY = Path(__file__).resolve().parents[1] / "data" / "config_corpus" / "legacy"
 
 
-def run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([BUSBAR, *args], capture_output=True, text=True, env={**os.environ, **(env or {})},
-                          timeout=60, check=False)
+                          timeout=60, check=False, cwd=cwd)
 
 
-@pytest.mark.parametrize("name", ["002-route-socket.yaml", "002-route-webhook.yaml"])
-def test_seed_002_configs_migrate_and_validate(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(("name", "module"), [("002-route-socket.yaml", "socket-router-hook"),
+                                              ("002-route-webhook.yaml", "busbar-webrequest-hook")])
+def test_seed_002_configs_migrate_and_validate(tmp_path: Path, name: str, module: str) -> None:
     old = tmp_path / "old.yaml"
     old.write_text("\n".join(line for line in (LEGACY / name).read_text().split("\n")
                              if not line.startswith("#|") and line != "---"))
@@ -31,8 +32,15 @@ def test_seed_002_configs_migrate_and_validate(tmp_path: Path, name: str) -> Non
     assert r.stderr.rstrip().endswith("review them, then run busbar --validate")
     new = tmp_path / "config.yaml"
     new.write_text(r.stdout + "plugins: { enabled: true }\n")
-    v = run(["--validate", "--config", str(new)], {"ANTHROPIC_KEY": "sk"})
-    assert v.returncode == 0, v.stderr
+    (tmp_path / "plugins").mkdir()
+    v = run(["--validate", "--config", str(new)], {"ANTHROPIC_KEY": "sk"}, cwd=tmp_path)
+    # the migrated config is valid; what is left is to install the hook plugin it names (the boot
+    # says the same: --validate checks the plugin references against plugins.dir)
+    assert v.returncode == 2
+    assert v.stderr.splitlines() == [
+        f"config.yaml: pools.my-smart-model.hooks[0].module: '{module}' does not resolve to a loadable plugin in "
+        f"plugins.dir (plugins); install its signed tarball or fix the name (busbar --list-plugins shows what "
+        f"loads)", "busbar: 1 config error(s); refusing to start"]
     assert "Traceback" not in r.stderr + v.stderr
 
 

@@ -109,6 +109,40 @@ class Vault(SecretPlugin):
 plugin = export_plugin(Vault)
 '''
 
+MARKER_HOOK = '''
+"""A hook whose import leaves a trace: proves the kernel never imported it."""
+import os
+import pathlib
+
+import pluggy
+
+_marker = os.environ.get("BUSBAR_TEST_IMPORT_MARKER")
+if _marker:
+    pathlib.Path(_marker).write_text("imported")
+
+hookimpl = pluggy.HookimplMarker("busbar")
+
+
+@hookimpl
+def busbar_abi():
+    return 1
+
+
+@hookimpl
+def busbar_plugin_kind():
+    return "hook"
+
+
+@hookimpl
+def busbar_open(settings):
+    return {}
+
+
+@hookimpl
+def busbar_call(handle, payload):
+    return {}
+'''
+
 PROJECTS: dict[str, tuple[str, str, str, str, tuple[str, ...]]] = {
     # key: (distribution, version, module, source, dependencies)
     "plain": ("plain-hook", "1.0.0", "plain_hook", PLAIN_HOOK.format(version=1), ()),
@@ -118,6 +152,7 @@ PROJECTS: dict[str, tuple[str, str, str, str, tuple[str, ...]]] = {
                   ("busbar-nonexistent-dependency>=1",)),
     "probe": ("grant-probe", "1.0.0", "grant_probe", GRANT_PROBE, ("busbar-sdk",)),
     "secret": ("vault-secret", "1.0.0", "vault_secret", SECRET_PLUGIN, ("busbar-sdk",)),
+    "marker": ("import-marker", "1.0.0", "import_marker", MARKER_HOOK, ()),
 }
 
 

@@ -77,19 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         loaded = load_config(cfg_path, prov_path)
     except ConfigError as e:
-        for line in e.faults:
-            print(line, file=sys.stderr)
-        print(f"busbar: {len(e.faults)} config error(s); refusing to start", file=sys.stderr)
-        return EXIT_INVALID
+        return _refuse(e.faults, "config")
     if args.validate and not args.list_plugins:
         from busbar.server.boot import check_plugins
 
-        plugin_faults = check_plugins(loaded)   # the loader's pipeline, nothing imported
+        plugin_faults = check_plugins(loaded, os.environ)   # the boot's own check, nothing imported
         if plugin_faults:
-            for line in plugin_faults:
-                print(line, file=sys.stderr)
-            print(f"busbar: {len(plugin_faults)} plugin error(s); refusing to start", file=sys.stderr)
-            return EXIT_INVALID
+            return _refuse(plugin_faults, "config")
         for w in loaded.warnings:
             print(f"warning: {w}", file=sys.stderr)
         note = f" ({len(loaded.warnings)} warning(s))" if loaded.warnings else ""
@@ -100,6 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_plugins:
         return _list_plugins(loaded)
     return serve(loaded)
+
+
+def _refuse(faults: list[str], what: str) -> int:
+    """Print one line per fault and the summary on stderr; the exit status for an invalid config.
+
+    ``what`` is ``config`` for faults ``--validate`` finds too (the boot prints the same lines) and
+    ``start-up`` for those only a real boot can see (a plugin's import or ``busbar_open`` failing).
+    """
+    for line in faults:
+        print(line, file=sys.stderr)
+    print(f"busbar: {len(faults)} {what} error(s); refusing to start", file=sys.stderr)
+    return EXIT_INVALID
 
 
 def _list_plugins(loaded) -> int:
@@ -120,10 +126,7 @@ def serve(loaded) -> int:
     try:
         gateway, _reloader = boot(loaded, os.environ)
     except BootError as e:
-        for line in e.faults:
-            print(line, file=sys.stderr)
-        print(f"busbar: {len(e.faults)} start-up error(s); refusing to start", file=sys.stderr)
-        return EXIT_INVALID
+        return _refuse(e.faults, "config" if e.checked else "start-up")
     host, _, port = loaded.config.listen.rpartition(":")
     host = host.strip("[]") or "0.0.0.0"
     try:

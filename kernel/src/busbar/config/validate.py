@@ -67,6 +67,9 @@ class PluginCatalog(Protocol):
     Optional ``settings_schema_of(name) -> str | None``: the plugin's manifest ``settings_schema``;
     lets validation judge an instance's ``settings:`` by the rules the schema declares (required keys,
     ``x-busbar-egress-url`` URLs through the SSRF guard; ``busbar_sdk.settings_schema``).
+
+    Optional ``why_not(name) -> str | None``: for a plugin in plugins.dir that answers to ``name`` but
+    will not load (untrusted, below its floor), the file and the reason.
     """
 
     def kind_of(self, name: str) -> str | None: ...
@@ -156,7 +159,11 @@ class Context:
         if self.plugins is None:
             return
         found = self.plugins.kind_of(module)
-        if found is None:
+        why_not = getattr(self.plugins, "why_not", None)
+        refused = why_not(module) if found is None and why_not is not None else None
+        if refused is not None:
+            self.err(path, f"'{module}' will not load: {refused}")
+        elif found is None:
             self.err(path, f"'{module}' does not resolve to a loadable plugin in plugins.dir "
                            f"({self.cfg.plugins.dir}); install its signed tarball or fix the name "
                            f"(busbar --list-plugins shows what loads)")

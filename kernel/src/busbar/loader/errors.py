@@ -14,6 +14,8 @@ Plugin code's own exceptions never escape the loader unwrapped (the original is 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from busbar.faults import FaultList
 
 __all__ = ["PluginBootError", "PluginCallError", "PluginError", "PluginOpenError", "SecretResolutionError"]
@@ -28,7 +30,14 @@ class PluginBootError(FaultList, PluginError):
 
     Attributes:
         faults: one line per fault, each naming the file(s) and the fix.
+        imported: ``False`` when every fault was found from the manifests, before any plugin code
+            was imported (what ``busbar --validate`` reports too); ``True`` for an import, ABI
+            binding or kind-report failure, which only a real boot can see.
     """
+
+    def __init__(self, faults: Iterable[str], *, imported: bool = False) -> None:
+        super().__init__(faults)
+        self.imported = imported
 
 
 class PluginOpenError(PluginError):

@@ -10,12 +10,15 @@ Phases, each collecting every fault before failing once (STYLE.md §4):
 3. **conflicts** among loadable plugins: a shared name or alias, a shared top-level Python
    module, a module that would shadow the kernel's environment (REJECTED, naming both files).
 4. **requirements**: every ``requires_dist`` must be satisfied by the running environment.
-5. **import** (``import_code=True`` only): unpack into the staging root, import the entry point,
+5. **admit** (when the caller passes ``admit``): the config's references to plugins are checked
+   against the manifest catalog (:class:`busbar.loader.catalog.ManifestCatalog`): a hook
+   ``module:`` typo, a referenced plugin that was skipped, a kind mismatch. Nothing is imported yet.
+6. **import** (``import_code=True`` only): unpack into the staging root, import the entry point,
    bind the ABI, cross-check the kind (REJECTED on failure; everything imported by this call is
    rolled back).
 
-``busbar --validate`` and ``--list-plugins`` run phases 1-4 (``import_code=False``): nothing is
-imported, nothing written to disk.
+``busbar --validate`` runs phases 1-5 and ``--list-plugins`` phases 1-4 (``import_code=False``):
+nothing is imported, nothing written to disk.
 
 Source: seeds 001 "plugins", "Startup validation summary" (plugin rows); ORIGINAL.md §5.2.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +47,7 @@ from busbar_sdk.artifact import (
 
 from busbar import __version__ as KERNEL_VERSION
 from busbar.config.schema_plugins import PluginsConfig
+from busbar.loader.catalog import ManifestCatalog
 from busbar.loader.discover import discover, display_name, plugins_dir
 from busbar.loader.errors import PluginBootError
 from busbar.loader.registry import LoadedPlugin, PluginSet, Record
@@ -51,7 +55,10 @@ from busbar.loader.release_key import embedded_release_key
 from busbar.loader.unpack import Staging, default_staging
 from busbar.loader.verify import evaluate_trust
 
-__all__ = ["EMBEDDED", "IMPORTER", "load_plugins", "scan", "unload"]
+__all__ = ["EMBEDDED", "IMPORTER", "Admit", "load_plugins", "scan", "unload"]
+
+#: ``admit(catalog) -> fault lines``: the config's plugin references checked against the manifests.
+Admit = Callable[[ManifestCatalog], list[str]]
 
 log = logging.getLogger("busbar.plugins")
 
@@ -195,7 +202,7 @@ def _log_policy(cfg: PluginsConfig, entries: Sequence[_Entry]) -> None:
 def load_plugins(cfg: PluginsConfig, *, base_dir: Path, import_code: bool = True,
                  release_key: bytes | _Embedded | None = EMBEDDED, kernel_version: str = KERNEL_VERSION,
                  staging: Staging | None = None, limits: Limits = DEFAULT_LIMITS,
-                 previous: PluginSet | None = None) -> PluginSet:
+                 previous: PluginSet | None = None, admit: Admit | None = None) -> PluginSet:
     """Build the plugin set from ``plugins.dir``.
 
     Args:
@@ -209,6 +216,8 @@ def load_plugins(cfg: PluginsConfig, *, base_dir: Path, import_code: bool = True
         limits: artifact size limits.
         previous: the running set, on a hot reload: identical tarballs reuse its imported
             plugins, and the modules of plugins being replaced are detached (restored on failure).
+        admit: checks the config's plugin references against the manifest catalog after phases
+            1-4 and before anything is imported; its fault lines abort the load.
 
     Returns:
         The :class:`PluginSet`; empty with ``enabled=False`` when ``plugins.enabled`` is false
@@ -225,6 +234,10 @@ def load_plugins(cfg: PluginsConfig, *, base_dir: Path, import_code: bool = True
     _log_policy(cfg, entries)
     if faults:
         raise PluginBootError(faults)
+    if admit is not None:
+        faults = admit(ManifestCatalog(e.record for e in entries))
+        if faults:
+            raise PluginBootError(faults)
     if not import_code:
         plugins = tuple(LoadedPlugin(e.record.file, e.artifact.manifest, e.record.signature, e.identity)
                         for e in entries if e.ready and e.artifact is not None)
@@ -279,7 +292,7 @@ def _import_all(entries: list[_Entry], staging: Staging, limits: Limits, previou
                 staging.remove(p.directory)
         for holder, saved in reversed(detached):
             IMPORTER.reattach(holder, saved)
-        raise PluginBootError(faults)
+        raise PluginBootError(faults, imported=True)
     records = tuple(e.record.with_status("loaded", e.record.reason) if e.ready else e.record for e in entries)
     loaded = PluginSet.build(enabled=True, plugins=tuple(plugins), records=records, imported=True, staging=staging)
     log.info("plugins: %d loaded (%s), %d skipped", len(plugins), ", ".join(p.name for p in plugins) or "none",

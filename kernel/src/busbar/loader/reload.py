@@ -26,7 +26,7 @@ from busbar_sdk.artifact import DEFAULT_LIMITS, Limits
 from busbar import __version__ as KERNEL_VERSION
 from busbar.config.schema_plugins import PluginsConfig
 from busbar.loader.errors import PluginBootError
-from busbar.loader.pipeline import EMBEDDED, _Embedded, load_plugins, unload
+from busbar.loader.pipeline import EMBEDDED, Admit, _Embedded, load_plugins, unload
 from busbar.loader.registry import PluginSet
 from busbar.loader.unpack import Staging, default_staging
 
@@ -57,6 +57,7 @@ class PluginReloader:
         self._lock = threading.Lock()
         self._current = PluginSet.build(enabled=False, plugins=(), records=(), imported=True)
         self._retired: list[PluginSet] = []
+        self._admit: Admit | None = None
 
     @property
     def current(self) -> PluginSet:
@@ -66,11 +67,17 @@ class PluginReloader:
     def _load(self, cfg: PluginsConfig, previous: PluginSet | None) -> PluginSet:
         return load_plugins(cfg, base_dir=self.base_dir, release_key=self._release_key,
                             kernel_version=self._kernel_version, limits=self._limits,
-                            staging=self._staging or default_staging(), previous=previous)
+                            staging=self._staging or default_staging(), previous=previous, admit=self._admit)
 
-    def start(self) -> PluginSet:
-        """The boot load. Raises :class:`PluginBootError` (the kernel refuses to start)."""
+    def start(self, admit: Admit | None = None) -> PluginSet:
+        """The boot load. Raises :class:`PluginBootError` (the kernel refuses to start).
+
+        Args:
+            admit: the config's plugin-reference check (see :func:`busbar.loader.load_plugins`),
+                run before anything is imported; kept for every later :meth:`reload`.
+        """
         with self._lock:
+            self._admit = admit
             self._current = self._load(self.cfg, None)
             return self._current
 

@@ -5,8 +5,11 @@
 gateway with its hook chains (``busbar.hooks``: an unloaded hook module, a non-terminating
 ``on_error`` chain, an SSRF-blocked sidecar URL are boot faults; a plugin reload rebuilds them).
 Raises ``BootError`` with one line per fault (the CLI prints them and exits 2).
-``check_plugins(loaded) -> list[str]``: the same plugin pipeline with nothing imported, for
-``--validate``.
+``check_plugins(loaded, env) -> list[str]``: the same plugin pipeline with nothing imported, for
+``--validate``: the tarballs' structure and trust, then every config reference to a plugin checked
+against the manifests (:func:`plugin_refs`). The boot runs that very check before it imports any
+plugin code, so ``--validate`` and the boot print the same lines for every fault the manifests show
+(docs/plugins.md#what-aborts-the-boot).
 
 Source: seeds 001 "plugins" (fail-closed guarantees), "providers" (secret references).
 """
@@ -19,6 +22,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from busbar.config.load import LoadedConfig
     from busbar.loader import PluginReloader, PluginSet
+    from busbar.loader.catalog import ManifestCatalog
+    from busbar.loader.pipeline import Admit
     from busbar.loader.secrets import SecretModuleResolver
     from busbar.proxy.gateway import Gateway
 
@@ -26,10 +31,27 @@ from busbar.faults import FaultList
 
 
 class BootError(FaultList):
-    """The gateway cannot start; ``faults``: one line each."""
+    """The gateway cannot start; ``faults``: one line each. ``checked``: every fault was found before
+    any plugin code ran (``--validate`` reports the same lines)."""
+
+    def __init__(self, faults: list[str], *, checked: bool = False):
+        super().__init__(faults)
+        self.checked = checked
 
 
-def check_plugins(loaded: LoadedConfig) -> list[str]:
+def plugin_refs(loaded: LoadedConfig, env: Mapping[str, str]) -> Admit:
+    """The ``admit`` check of :func:`busbar.loader.load_plugins` for this config: the validation rows
+    that need the manifest catalog (hook ``module:``, ``auth.chain``, ``store.module``, secret
+    modules) as fault lines; ``admit(catalog) -> list[str]``."""
+    from busbar.config.validate import validate
+
+    def admit(catalog: ManifestCatalog) -> list[str]:
+        errors, _ = validate(loaded, env, plugins=catalog)
+        return errors
+    return admit
+
+
+def check_plugins(loaded: LoadedConfig, env: Mapping[str, str]) -> list[str]:
     """Plugin faults of ``loaded`` without importing anything (``--validate``)."""
     cfg = loaded.config.plugins
     if not cfg.enabled:
@@ -37,7 +59,7 @@ def check_plugins(loaded: LoadedConfig) -> list[str]:
     from busbar.loader import PluginBootError, load_plugins
 
     try:
-        load_plugins(cfg, base_dir=Path.cwd(), import_code=False)
+        load_plugins(cfg, base_dir=Path.cwd(), import_code=False, admit=plugin_refs(loaded, env))
     except PluginBootError as e:
         return list(e.faults)
     return []
@@ -57,9 +79,9 @@ def boot(loaded: LoadedConfig, env: Mapping[str, str]) -> tuple[Gateway, PluginR
 
         reloader = PluginReloader(loaded.config.plugins, base_dir=Path.cwd())
         try:
-            plugin_set = reloader.start()
+            plugin_set = reloader.start(admit=plugin_refs(loaded, env))
         except PluginBootError as e:
-            raise BootError(list(e.faults)) from None
+            raise BootError(list(e.faults), checked=not e.imported) from None
         resolver = SecretModuleResolver(plugin_set)
     from busbar.hooks import HookBootError, reattach
 
