@@ -68,7 +68,7 @@ def test_reload_adds_and_removes_a_plugin_under_traffic(pack, plugdir, tmp_path,
     for t in threads:
         t.start()
     try:
-        for source in (plain_v1, plain_v2, plain_v1):
+        for source in (plain_v1, plain_v2, plain_v2):
             shutil.copy(source, plugdir / "plain.tar.gz")
             assert reloader.reload()
             assert reloader.current.get("plain") is not None
@@ -77,6 +77,9 @@ def test_reload_adds_and_removes_a_plugin_under_traffic(pack, plugdir, tmp_path,
             assert reloader.reload()
             assert reloader.current.get("plain") is None
             time.sleep(0.05)
+        shutil.copy(plain_v1, plugdir / "plain.tar.gz")   # back to 1.0.0 after 2.0.0: a downgrade
+        assert not reloader.reload()
+        assert reloader.current.get("plain") is None
     finally:
         stop.set()
         for t in threads:

@@ -48,8 +48,16 @@ from busbar_sdk.artifact import (
 from busbar import __version__ as KERNEL_VERSION
 from busbar.config.schema_plugins import PluginsConfig
 from busbar.loader.catalog import ManifestCatalog
-from busbar.loader.discover import discover, display_name, plugins_dir
+from busbar.loader.discover import TarballRefused, discover, display_name, plugins_dir, read_tarball
 from busbar.loader.errors import PluginBootError
+from busbar.loader.highwater import (
+    ALLOW_ENV,
+    HighWaterError,
+    below_mark,
+    high_water_path,
+    read_marks,
+    record_marks,
+)
 from busbar.loader.registry import LoadedPlugin, PluginSet, Record
 from busbar.loader.release_key import embedded_release_key
 from busbar.loader.unpack import Staging, default_staging
@@ -93,9 +101,9 @@ class _Entry:
 def _read_one(path: Path, file: str, cfg: PluginsConfig, release_key: bytes | None, kernel_version: str,
               limits: Limits) -> _Entry:
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return _Entry(path, Record(file, None, "-", "INVALID", f"cannot read the file: {exc.strerror}"))
+        data = read_tarball(path, limits.archive_bytes)
+    except TarballRefused as exc:
+        return _Entry(path, Record(file, None, "-", "INVALID", str(exc)))
     identity = hashlib.sha256(data).hexdigest()
     try:
         artifact = read_artifact(data, limits=limits)
@@ -160,9 +168,35 @@ def _conflicts(entries: Sequence[_Entry]) -> list[str]:
     return faults
 
 
+def _downgrades(entries: Sequence[_Entry], marks: dict[str, str], allowed: frozenset[str]) -> list[str]:
+    """Refuse every loadable plugin below its high-water mark, unless the operator allowed it."""
+    faults: list[str] = []
+    for e in entries:
+        if not e.ready or e.artifact is None:
+            continue
+        m = e.artifact.manifest
+        mark = marks.get(m.name)
+        if not below_mark(m.version, mark):
+            continue
+        if m.name in allowed:
+            log.warning("%s: downgrade from %s to %s of %r allowed by %s", e.record.file, mark, m.version, m.name,
+                        ALLOW_ENV)
+            continue
+        reason = (f"downgrade from {mark} to {m.version} of {m.name!r} refused ({mark} is the highest version this "
+                  f"gateway has loaded); install {mark} or newer, or allow it for one boot with "
+                  f"{ALLOW_ENV}={m.name}")
+        faults.append(f"{e.record.file}: {reason}")
+        e.reject(reason)
+    return faults
+
+
 def scan(cfg: PluginsConfig, *, base_dir: Path, release_key: bytes | None, kernel_version: str = KERNEL_VERSION,
-         limits: Limits = DEFAULT_LIMITS) -> tuple[list[_Entry], list[str]]:
+         limits: Limits = DEFAULT_LIMITS, allow_downgrade: frozenset[str] = frozenset()) -> tuple[list[_Entry], list[str]]:
     """Phases 1-4 over ``plugins.dir``; returns ``(entries, faults)`` and never raises for a tarball.
+
+    Trust includes downgrade protection (:mod:`busbar.loader.highwater`): a loadable plugin below the
+    version mark recorded beside ``plugins.dir`` is REJECTED (a fault) unless its name is in
+    ``allow_downgrade``. Nothing is written.
 
     Raises:
         PluginBootError: ``plugins.dir`` is missing or not a directory.
@@ -177,6 +211,12 @@ def scan(cfg: PluginsConfig, *, base_dir: Path, release_key: bytes | None, kerne
         raise PluginBootError([f"plugins.dir: {directory} is not a directory"]) from None
     entries = [_read_one(p, display_name(cfg.dir, p), cfg, release_key, kernel_version, limits) for p in paths]
     faults = [f"{e.record.file}: {e.record.reason}" for e in entries if e.record.status == "INVALID"]
+    try:
+        marks = read_marks(high_water_path(directory))
+    except HighWaterError as exc:
+        faults.append(str(exc))
+        marks = {}
+    faults += _downgrades(entries, marks, allow_downgrade)
     faults += _conflicts(entries)
     for e in entries:
         if e.ready and e.artifact is not None:
@@ -202,7 +242,8 @@ def _log_policy(cfg: PluginsConfig, entries: Sequence[_Entry]) -> None:
 def load_plugins(cfg: PluginsConfig, *, base_dir: Path, import_code: bool = True,
                  release_key: bytes | _Embedded | None = EMBEDDED, kernel_version: str = KERNEL_VERSION,
                  staging: Staging | None = None, limits: Limits = DEFAULT_LIMITS,
-                 previous: PluginSet | None = None, admit: Admit | None = None) -> PluginSet:
+                 previous: PluginSet | None = None, admit: Admit | None = None,
+                 allow_downgrade: frozenset[str] = frozenset()) -> PluginSet:
     """Build the plugin set from ``plugins.dir``.
 
     Args:
@@ -218,6 +259,9 @@ def load_plugins(cfg: PluginsConfig, *, base_dir: Path, import_code: bool = True
             plugins, and the modules of plugins being replaced are detached (restored on failure).
         admit: checks the config's plugin references against the manifest catalog after phases
             1-4 and before anything is imported; its fault lines abort the load.
+        allow_downgrade: manifest names that may load below their high-water mark this time
+            (``BUSBAR_ALLOW_DOWNGRADE``); after an import the marks are raised to (or, for these
+            names, set to) the versions loaded with a trusted signature.
 
     Returns:
         The :class:`PluginSet`; empty with ``enabled=False`` when ``plugins.enabled`` is false
@@ -230,7 +274,8 @@ def load_plugins(cfg: PluginsConfig, *, base_dir: Path, import_code: bool = True
     if not cfg.enabled:
         return PluginSet.build(enabled=False, plugins=(), records=(), imported=import_code)
     key = embedded_release_key() if isinstance(release_key, _Embedded) else release_key
-    entries, faults = scan(cfg, base_dir=base_dir, release_key=key, kernel_version=kernel_version, limits=limits)
+    entries, faults = scan(cfg, base_dir=base_dir, release_key=key, kernel_version=kernel_version, limits=limits,
+                           allow_downgrade=allow_downgrade)
     _log_policy(cfg, entries)
     if faults:
         raise PluginBootError(faults)
@@ -243,7 +288,10 @@ def load_plugins(cfg: PluginsConfig, *, base_dir: Path, import_code: bool = True
                         for e in entries if e.ready and e.artifact is not None)
         return PluginSet.build(enabled=True, plugins=plugins, records=tuple(e.record for e in entries),
                                imported=False)
-    return _import_all(entries, staging or default_staging(), limits, previous)
+    loaded = _import_all(entries, staging or default_staging(), limits, previous)
+    record_marks(high_water_path(plugins_dir(cfg.dir, base_dir)),
+                 ((p.name, p.manifest.version, p.verdict) for p in loaded.plugins), allow_downgrade)
+    return loaded
 
 
 def _import_all(entries: list[_Entry], staging: Staging, limits: Limits, previous: PluginSet | None) -> PluginSet:

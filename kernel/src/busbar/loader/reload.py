@@ -64,21 +64,25 @@ class PluginReloader:
         """The running set (one attribute read: safe from any thread)."""
         return self._current
 
-    def _load(self, cfg: PluginsConfig, previous: PluginSet | None) -> PluginSet:
+    def _load(self, cfg: PluginsConfig, previous: PluginSet | None,
+              allow_downgrade: frozenset[str] = frozenset()) -> PluginSet:
         return load_plugins(cfg, base_dir=self.base_dir, release_key=self._release_key,
                             kernel_version=self._kernel_version, limits=self._limits,
-                            staging=self._staging or default_staging(), previous=previous, admit=self._admit)
+                            staging=self._staging or default_staging(), previous=previous, admit=self._admit,
+                            allow_downgrade=allow_downgrade)
 
-    def start(self, admit: Admit | None = None) -> PluginSet:
+    def start(self, admit: Admit | None = None, allow_downgrade: frozenset[str] = frozenset()) -> PluginSet:
         """The boot load. Raises :class:`PluginBootError` (the kernel refuses to start).
 
         Args:
             admit: the config's plugin-reference check (see :func:`busbar.loader.load_plugins`),
                 run before anything is imported; kept for every later :meth:`reload`.
+            allow_downgrade: names allowed below their version mark for this load only (a
+                :meth:`reload` never allows a downgrade).
         """
         with self._lock:
             self._admit = admit
-            self._current = self._load(self.cfg, None)
+            self._current = self._load(self.cfg, None, allow_downgrade)
             return self._current
 
     def reload(self, cfg: PluginsConfig | None = None) -> bool:

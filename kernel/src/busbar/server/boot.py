@@ -58,8 +58,11 @@ def check_plugins(loaded: LoadedConfig, env: Mapping[str, str]) -> list[str]:
         return []
     from busbar.loader import PluginBootError, load_plugins
 
+    from busbar.loader.highwater import allowed_downgrades
+
     try:
-        load_plugins(cfg, base_dir=Path.cwd(), import_code=False, admit=plugin_refs(loaded, env))
+        load_plugins(cfg, base_dir=Path.cwd(), import_code=False, admit=plugin_refs(loaded, env),
+                     allow_downgrade=allowed_downgrades(env))
     except PluginBootError as e:
         return list(e.faults)
     return []
@@ -75,11 +78,12 @@ def boot(loaded: LoadedConfig, env: Mapping[str, str]) -> tuple[Gateway, PluginR
     resolver: SecretModuleResolver | None = None
     if loaded.config.plugins.enabled:
         from busbar.loader import PluginBootError, PluginReloader
+        from busbar.loader.highwater import allowed_downgrades
         from busbar.loader.secrets import SecretModuleResolver
 
         reloader = PluginReloader(loaded.config.plugins, base_dir=Path.cwd())
         try:
-            plugin_set = reloader.start(admit=plugin_refs(loaded, env))
+            plugin_set = reloader.start(admit=plugin_refs(loaded, env), allow_downgrade=allowed_downgrades(env))
         except PluginBootError as e:
             raise BootError(list(e.faults), checked=not e.imported) from None
         resolver = SecretModuleResolver(plugin_set)

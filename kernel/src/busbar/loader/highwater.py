@@ -1,0 +1,121 @@
+"""Downgrade protection: the highest version of each plugin this gateway has loaded, kept on disk.
+
+A validly signed *older* release of a plugin must not silently replace a newer one (it may bring
+back a fixed vulnerability). After every successful load the loader records, per manifest name, the
+highest version it loaded with a trusted signature (``first-party`` or ``trusted``); a later scan
+refuses a plugin whose version is below its mark with ``downgrade from X to Y``. The operator allows
+one deliberate downgrade by naming the plugin in ``BUSBAR_ALLOW_DOWNGRADE`` (comma-separated manifest
+names) for that boot; the mark then follows the version actually loaded
+(docs/plugins.md#downgrade-protection).
+
+The marks live in one small JSON object, ``{"<name>": "<version>", ...}``, in the file
+``<plugins.dir>.high-water.json`` beside the plugin directory (never inside it: the directory may be
+a read-only mount). It is written atomically (a temporary file in the same directory, fsync, rename).
+Reading never writes; ``busbar --validate`` and ``--list-plugins`` only read it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from busbar_sdk.artifact import parse_semver
+
+__all__ = ["ALLOW_ENV", "HighWaterError", "allowed_downgrades", "below_mark", "high_water_path", "read_marks",
+           "record_marks"]
+
+log = logging.getLogger("busbar.plugins")
+
+#: The environment variable naming the plugins allowed to load below their mark on this boot.
+ALLOW_ENV = "BUSBAR_ALLOW_DOWNGRADE"
+_RECORDED = ("first-party", "trusted")
+
+
+class HighWaterError(Exception):
+    """The marks file exists but cannot be read as marks; ``str(e)`` is one fault line."""
+
+
+def high_water_path(directory: Path) -> Path:
+    """The marks file of the plugin directory ``directory`` (``plugins`` -> ``plugins.high-water.json``)."""
+    return directory.parent / f"{directory.name}.high-water.json"
+
+
+def allowed_downgrades(env: Mapping[str, str]) -> frozenset[str]:
+    """The manifest names listed in ``BUSBAR_ALLOW_DOWNGRADE`` (comma- or space-separated)."""
+    return frozenset(n for n in env.get(ALLOW_ENV, "").replace(",", " ").split() if n)
+
+
+def read_marks(path: Path) -> dict[str, str]:
+    """The recorded marks; ``{}`` when the file does not exist.
+
+    Raises:
+        HighWaterError: the file is unreadable, not JSON, or not a map of name -> semver.
+    """
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HighWaterError(f"{path}: cannot read the plugin version marks ({exc}); fix its permissions") from None
+    try:
+        marks = json.loads(text)
+    except ValueError:
+        marks = None
+    if not isinstance(marks, dict) or not all(isinstance(k, str) and isinstance(v, str) and parse_semver(v)
+                                              for k, v in marks.items()):
+        raise HighWaterError(f"{path}: not a JSON map of plugin name -> version; restore it from a backup (deleting "
+                             f"it forgets every mark and with it the downgrade protection)")
+    return marks
+
+
+def below_mark(version: str, mark: str | None) -> bool:
+    """True when ``version`` is older than the recorded ``mark`` (semver precedence)."""
+    if mark is None:
+        return False
+    v, m = parse_semver(version), parse_semver(mark)
+    return v is not None and m is not None and v.key() < m.key()
+
+
+def record_marks(path: Path, loaded: Iterable[tuple[str, str, str]], allowed: frozenset[str] = frozenset()) -> None:
+    """Raise the marks to the versions just loaded and write the file atomically.
+
+    Args:
+        path: the marks file.
+        loaded: ``(name, version, signature verdict)`` of every plugin loaded; only ``first-party`` and
+            ``trusted`` versions are recorded (an unsigned plugin proves no version).
+        allowed: names loaded under ``BUSBAR_ALLOW_DOWNGRADE``: their mark becomes the loaded version.
+
+    A write failure is logged (the load already succeeded) and never raised.
+    """
+    try:
+        marks = read_marks(path)
+    except HighWaterError:
+        return                   # the scan reported it; never overwrite a file we could not read
+    changed = False
+    for name, version, verdict in loaded:
+        if verdict not in _RECORDED:
+            continue
+        if name in allowed or below_mark(marks.get(name, "0.0.0"), version) or name not in marks:
+            if marks.get(name) != version:
+                marks[name] = version
+                changed = True
+    if not changed:
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(marks, fh, sort_keys=True, indent=2)
+                fh.write("\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        log.error("%s: cannot record the plugin version marks (%s); downgrade protection falls back to "
+                  "plugins.min_versions until it can", path, exc.strerror or exc)
