@@ -98,11 +98,26 @@ def case_kind_mismatch(tmp_path, plugdir, pack, keys):
                  "name a kind: hook plugin"]
 
 
-def case_auth_chain_names_a_hook(tmp_path, plugdir, pack, keys):
+def case_secret_module_names_a_hook(tmp_path, plugdir, pack, keys):
     pack(plugdir / "p.tar.gz")
-    cfg = _config(tmp_path, keys, "auth:\n  chain: [ hello ]\n")
-    return cfg, ["config.yaml: auth.chain[0]: 'hello' is a kind: hook plugin, not a kind: auth plugin; name a kind: "
-                 "auth plugin"]
+    cfg = _config(tmp_path, keys, "")
+    cfg.write_text(cfg.read_text().replace("{ env: K }", "{ module: hello }"))
+    return cfg, ["config.yaml: providers.up.api_key: 'hello' is a kind: hook plugin, not a kind: secret plugin; "
+                 "name a kind: secret plugin"]
+
+
+def case_unsupported_store(tmp_path, plugdir, pack, keys):
+    """Item 17: `store: { module: sqlite }` with no such plugin used to validate, boot and serve."""
+    cfg = _config(tmp_path, keys, "store: { module: sqlite }\n")
+    return cfg, ["config.yaml: store: a store other than the built-in memory store is not supported in this build; "
+                 "see docs/unsupported-keys.md"]
+
+
+def case_unsupported_auth_chain(tmp_path, plugdir, pack, keys):
+    """Item 17: `auth.chain: [keys]` (a 1.5.0 config) is enforced by nothing in this build: refused."""
+    cfg = _config(tmp_path, keys, "auth: { chain: [keys] }\n")
+    return cfg, ["config.yaml: auth.chain: a data-plane auth chain (client authentication) is not supported in this "
+                 "build; see docs/unsupported-keys.md"]
 
 
 def case_invalid_tarball(tmp_path, plugdir, pack, keys):
@@ -119,7 +134,8 @@ def case_unset_secret(tmp_path, plugdir, pack, keys):
 
 
 CASES = [case_hook_module_typo, case_untrusted_publisher, case_below_floor, case_kind_mismatch,
-         case_auth_chain_names_a_hook, case_invalid_tarball, case_unset_secret]
+         case_secret_module_names_a_hook, case_invalid_tarball, case_unset_secret, case_unsupported_store,
+         case_unsupported_auth_chain]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.__name__.removeprefix("case_") for c in CASES])

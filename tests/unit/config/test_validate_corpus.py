@@ -58,14 +58,17 @@ def dump(doc: Any) -> str:
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=10_000)
 
 
-def load_case(case: dict[str, Any], env: dict[str, str] | None = None) -> Any:
+def load_case(case: dict[str, Any], env: dict[str, str] | None = None, *, check_support: bool = False) -> Any:
+    """Load a corpus case against the 1.5 format; ``check_support`` also refuses what this build cannot run."""
     fragment = yaml.safe_load(case["validated"]) or {}
     context = yaml.safe_load(case["context"]) if case["context"].strip() else {}
     env = env if env is not None else case["env"]
     if case["kind"] == "providers":
         return load_config_text(dump(context), env, providers_text=dump(fragment),
-                                providers_path=Path("providers.yaml"), read_file=fake_read_file)
-    return load_config_text(dump(merge(fragment, context)), env, read_file=fake_read_file)
+                                providers_path=Path("providers.yaml"), read_file=fake_read_file,
+                                check_support=check_support)
+    return load_config_text(dump(merge(fragment, context)), env, read_file=fake_read_file,
+                            check_support=check_support)
 
 
 def test_corpus_is_not_empty() -> None:
@@ -82,13 +85,19 @@ def test_seed_example_validates(path: Path) -> None:
         load_case(case, env)
     except ConfigError as e:
         pytest.fail(f"{path.name} should validate:\n" + "\n".join(e.faults))
+    # This build: the example boots, or every fault is a key this build lists as unsupported.
+    try:
+        load_case(case, env, check_support=True)
+    except ConfigError as e:
+        for fault in e.faults:
+            assert fault.endswith("is not supported in this build; see docs/unsupported-keys.md"), fault
 
 
 def test_full_example_verbatim_names_its_one_fault() -> None:
     """The seed's full example omits plugins.enabled for its sqlite store: exactly that row fires."""
     case = parse_corpus(CORPUS / "001-full-annotated-example.yaml")
     with pytest.raises(ConfigError) as exc:
-        load_config_text(case["fragment"], case["env"])
+        load_config_text(case["fragment"], case["env"], check_support=False)
     assert exc.value.faults == [
         "config.yaml: store.module: 'sqlite' is a kind: store plugin but plugins.enabled is false; set "
         "plugins.enabled: true and install its tarball in plugins.dir"]
@@ -114,9 +123,28 @@ def test_full_example_with_plugins_enabled_validates_with_exactly_its_warnings()
     assert cfg.per_request_fee == 1
 
 
+def test_full_example_names_what_this_build_does_not_support() -> None:
+    case = parse_corpus(CORPUS / "001-full-annotated-example.yaml")
+    with pytest.raises(ConfigError) as exc:
+        load_case(case, check_support=True)
+    tail = "is not supported in this build; see docs/unsupported-keys.md"
+    assert exc.value.faults == [
+        f"config.yaml: auth.chain: a data-plane auth chain (client authentication) {tail}",
+        f"config.yaml: auth.admin_auth: an admin auth chain other than the default {tail}",
+        f"config.yaml: groups: the group limit tree {tail}",
+        f"config.yaml: per_request_fee: 1: a per-request fee {tail}",
+        f"config.yaml: rate_card.claude-sonnet.cache_read_utok: 0.3: cache-read token pricing {tail}",
+        f"config.yaml: rate_card.claude-sonnet.cache_write_utok: 3.75: cache-write token pricing {tail}",
+        f"config.yaml: store: a store other than the built-in memory store {tail}",
+        f"config.yaml: observability.otlp_url: 'http://localhost:4318/v1/traces': an OTLP trace exporter {tail}",
+        f"config.yaml: observability.request_log_webhook_url: 'https://logs.example.com/busbar': a request-log "
+        f"webhook {tail}",
+    ]
+
+
 def test_minimal_example_defaults() -> None:
     """Seeds 001 "Minimal working example": listen defaults to 0.0.0.0:8080, no auth gate, no pools."""
-    loaded = load_case(parse_corpus(CORPUS / "001-minimal-example.yaml"))
+    loaded = load_case(parse_corpus(CORPUS / "001-minimal-example.yaml"), check_support=True)
     cfg = loaded.config
     assert cfg.listen == "0.0.0.0:8080" and cfg.admin_listen == "127.0.0.1:8081"
     assert cfg.auth.chain == [] and cfg.pools == {}

@@ -12,7 +12,8 @@ Stages, each reporting all of its faults before the pipeline stops:
 3. YAML parse; a duplicate mapping key is a fault (the later key would silently win);
 4. 1.x markers (``busbar.config.legacy``): refuse with a pointer to ``busbar --migrate-config``;
 5. shapes: every catalog entry and config.yaml against the typed models (unknown keys, types);
-6. values and cross-references: ``busbar.config.validate`` (errors and warnings).
+6. values and cross-references: ``busbar.config.validate`` (errors and warnings), and the keys this
+   build cannot honour refused when set (``busbar.config.support``, docs/unsupported-keys.md).
 
 Path resolution (seeds 001 "Environment variables"): ``--config``/``BUSBAR_CONFIG`` else
 ``/etc/busbar/config.yaml``; ``--providers``/``BUSBAR_PROVIDERS`` else
@@ -151,7 +152,7 @@ def _interpolated_yaml(text: str, label: str, env: Mapping[str, str]) -> Any:
 
 def load_config(config_path: Path, providers_path: Path | None = None,
                 env: Mapping[str, str] = os.environ, *, read_file: FileReader | None = None,
-                plugins: Any = None) -> LoadedConfig:
+                plugins: Any = None, check_support: bool = True) -> LoadedConfig:
     """Run the whole boot pipeline on the two files; raise ``ConfigError`` with every fault.
 
     Args:
@@ -161,6 +162,8 @@ def load_config(config_path: Path, providers_path: Path | None = None,
         read_file: reader for ``{ file: PATH }`` secret references (default: the file system).
         plugins: the plugin loader's manifest-only catalog (``validate.PluginCatalog``); None skips the
             rows that need it.
+        check_support: refuse keys this build cannot honour when set (docs/unsupported-keys.md);
+            see :func:`busbar.config.validate.validate`.
 
     Returns:
         the :class:`LoadedConfig`, with ``warnings`` filled in.
@@ -182,13 +185,14 @@ def load_config(config_path: Path, providers_path: Path | None = None,
     if faults:
         raise ConfigError(faults)
     return load_config_text(config_text, env, providers_text=providers_text, config_path=config_path,
-                            providers_path=providers_path, read_file=read_file, plugins=plugins)
+                            providers_path=providers_path, read_file=read_file, plugins=plugins,
+                            check_support=check_support)
 
 
 def load_config_text(config_text: str, env: Mapping[str, str] = os.environ, *,
                      providers_text: str | None = None, config_path: Path = Path("config.yaml"),
                      providers_path: Path | None = None, read_file: FileReader | None = None,
-                     plugins: Any = None) -> LoadedConfig:
+                     plugins: Any = None, check_support: bool = True) -> LoadedConfig:
     """:func:`load_config` over texts already in memory (stages 2-6).
 
     ``providers_text`` None = the shipped catalog. ``config_path`` / ``providers_path`` only label the
@@ -236,7 +240,7 @@ def load_config_text(config_text: str, env: Mapping[str, str] = os.environ, *,
     from busbar.config.validate import validate  # local import: validate imports this module's types
 
     loaded = LoadedConfig(config, catalog, config_path, providers_path)
-    errors, warnings = validate(loaded, env, read_file=read_file, plugins=plugins)
+    errors, warnings = validate(loaded, env, read_file=read_file, plugins=plugins, check_support=check_support)
     if errors:
         raise ConfigError(errors)
     loaded.warnings = warnings

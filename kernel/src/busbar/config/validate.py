@@ -230,8 +230,16 @@ def _checks() -> list[Check]:
             validate_hooks.check, validate_ops.check]
 
 
+def _key_path(line: str, src: str) -> str:
+    return line[len(src) + 2:].split(": ", 1)[0] if line.startswith(src + ": ") else ""
+
+
+def _under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith((r + ".", r + "[")) for r in roots)
+
+
 def validate(loaded: LoadedConfig, env: Mapping[str, str], *, read_file: FileReader | None = None,
-             plugins: PluginCatalog | None = None) -> tuple[list[str], list[str]]:
+             plugins: PluginCatalog | None = None, check_support: bool = True) -> tuple[list[str], list[str]]:
     """Return ``(errors, warnings)`` for the merged config; see the module docstring.
 
     Args:
@@ -239,8 +247,21 @@ def validate(loaded: LoadedConfig, env: Mapping[str, str], *, read_file: FileRea
         env: the environment secret ``{ env: VAR }`` references resolve against.
         read_file: reader for ``{ file: PATH }`` references (default: the real file system).
         plugins: the loader's manifest-only catalog; None = checks needing it are skipped.
+        check_support: refuse the keys this build cannot honour when they are set
+            (``busbar.config.support``; docs/unsupported-keys.md). ``False`` checks the 1.5 format
+            alone, for tests of rules whose runtime is not in this build yet. An unsupported key's
+            line replaces every other fault under its path.
     """
     ctx = Context(loaded, env, read_file or read_text_file, plugins)
     for check in _checks():
         check(ctx)
-    return ctx.out.errors, ctx.out.warnings
+    errors, warnings = ctx.out.errors, ctx.out.warnings
+    if check_support:
+        from busbar.config.support import unsupported_faults
+
+        refused = unsupported_faults(ctx.cfg, ctx.src)
+        if refused:
+            roots = [path for path, _ in refused]
+            errors = [line for _, line in refused] + [e for e in errors if not _under(_key_path(e, ctx.src), roots)]
+            warnings = [w for w in warnings if not _under(_key_path(w, ctx.src), roots)]
+    return errors, warnings
