@@ -209,3 +209,23 @@ def test_C051_h_bytes_appended_after_the_signed_manifest(pack, plugdir, keys, lo
     (fault,) = faults_of(load, make_cfg(keys))
     assert fault.startswith(f"{F}: not a gzip-compressed tar archive (")
     assert len(list(staging.root.iterdir())) == 1   # only the whitespace-only variant was ever extracted
+
+
+def test_no_manifest_field_is_acted_on_before_the_signature_holds(pack, plugdir, keys, load, staging,
+                                                                  tmp_path, caplog) -> None:
+    """A manifest from an unknown publisher claiming a wrong wheel digest and an unsupported abi_version:
+    judged on its signature alone (skipped), its fields never acted on; only when the operator's opt-in
+    makes it loadable are they checked (and refused)."""
+    good = pack(tmp_path / "good.tar.gz")
+    name, wheel = wheel_of(good)
+    m = manifest_of(good) | {"publisher": "zeta", "abi_version": 7, "sha256": "cd" * 32}
+    forge(plugdir / "p.tar.gz", m, name, wheel, keys["other"][0], fix_sha=False)
+    with caplog.at_level(logging.WARNING, logger="busbar.plugins"):
+        ps = load(make_cfg(keys))
+    (rec,) = ps.records
+    assert (rec.status, rec.reason) == (
+        "SKIPPED", "publisher 'zeta' is not in plugins.trust.publishers; add its key or remove the file")
+    digest = __import__("hashlib").sha256(wheel).hexdigest()
+    assert faults_of(load, make_cfg(keys, trust={"allow_third_party": True})) == [
+        f"{F}: sha256 mismatch: manifest says {'cd' * 32}, wheel is {digest}; repack the plugin"]
+    assert nothing_written(staging)

@@ -30,7 +30,8 @@ from busbar_sdk._manifest import Manifest, parse_manifest_bytes
 from busbar_sdk._versions import SUPPORTED_ABI_VERSIONS
 from busbar_sdk._wheel import WheelInfo, inspect_wheel
 
-__all__ = ["MANIFEST_MEMBER", "Artifact", "read_artifact", "write_artifact"]
+__all__ = ["MANIFEST_MEMBER", "Artifact", "SignedParts", "complete_artifact", "read_artifact", "read_signed_parts",
+           "write_artifact"]
 
 MANIFEST_MEMBER = "manifest.json"
 
@@ -159,6 +160,60 @@ def _check_parts(manifest: Manifest, wheel_bytes: bytes, limits: Limits,
     return wheel
 
 
+@dataclass(frozen=True)
+class SignedParts:
+    """An artifact read as far as its signature can be judged: the archive is safe to have read and
+    the manifest parsed strictly, but no manifest field has been acted on yet (the wheel's digest,
+    ``abi_version``, the wheel itself are untouched). :func:`complete_artifact` does the rest, once
+    the caller has decided the signature holds (or the operator's policy loads it anyway).
+
+    Attributes:
+        manifest, manifest_obj, wheel_name, wheel_bytes: as in :class:`Artifact`.
+    """
+
+    manifest: Manifest
+    manifest_obj: Mapping[str, Any]
+    wheel_name: str
+    wheel_bytes: bytes
+
+    def __repr__(self) -> str:
+        return f"SignedParts({self.manifest!r}, wheel={self.wheel_name!r}, {len(self.wheel_bytes)} bytes)"
+
+
+def read_signed_parts(data: bytes, *, limits: Limits = DEFAULT_LIMITS) -> SignedParts:
+    """The first half of :func:`read_artifact`: the tar members (every member check) and the strictly
+    parsed manifest, with nothing decided from a manifest field.
+
+    Raises:
+        HostileArchiveError / ArtifactError: as :func:`read_artifact`, for the archive and the manifest.
+    """
+    files = _members(data, limits)
+    if MANIFEST_MEMBER not in files:
+        raise ArtifactError("no manifest.json at the archive root; pack the plugin with busbar-plugin-pack")
+    if len(files) != 2:
+        raise ArtifactError(f"the archive holds {len(files)} regular file(s); expected exactly two: "
+                            f"manifest.json and one wheel")
+    manifest, obj = parse_manifest_bytes(files.pop(MANIFEST_MEMBER))
+    wheel_name, wheel_bytes = files.popitem()
+    return SignedParts(manifest, obj, wheel_name, wheel_bytes)
+
+
+def complete_artifact(parts: SignedParts, *, limits: Limits = DEFAULT_LIMITS,
+                      supported: Mapping[str, tuple[int, int]] = SUPPORTED_ABI_VERSIONS) -> Artifact:
+    """The second half of :func:`read_artifact`: act on the (now trusted) manifest: the wheel's
+    SHA-256, the ``abi_version`` range, the wheel's own checks and ``requires_dist``.
+
+    Raises:
+        ArtifactError: with ``.manifest`` set (see :func:`read_artifact`).
+    """
+    try:
+        wheel = _check_parts(parts.manifest, parts.wheel_bytes, limits, supported)
+    except ArtifactError as exc:
+        exc.manifest = parts.manifest
+        raise
+    return Artifact(parts.manifest, parts.manifest_obj, parts.wheel_name, parts.wheel_bytes, wheel)
+
+
 def read_artifact(data: bytes, *, limits: Limits = DEFAULT_LIMITS,
                   supported: Mapping[str, tuple[int, int]] = SUPPORTED_ABI_VERSIONS) -> Artifact:
     """Validate an artifact's structure and return its parts. Nothing is written or imported.
@@ -178,20 +233,7 @@ def read_artifact(data: bytes, *, limits: Limits = DEFAULT_LIMITS,
             without its single ``busbar.plugins`` entry point, ``requires_dist`` differing from the
             wheel's ``Requires-Dist``). ``str(e)`` ends with the fix.
     """
-    files = _members(data, limits)
-    if MANIFEST_MEMBER not in files:
-        raise ArtifactError("no manifest.json at the archive root; pack the plugin with busbar-plugin-pack")
-    if len(files) != 2:
-        raise ArtifactError(f"the archive holds {len(files)} regular file(s); expected exactly two: "
-                            f"manifest.json and one wheel")
-    manifest, obj = parse_manifest_bytes(files.pop(MANIFEST_MEMBER))
-    wheel_name, wheel_bytes = files.popitem()
-    try:
-        wheel = _check_parts(manifest, wheel_bytes, limits, supported)
-    except ArtifactError as exc:
-        exc.manifest = manifest
-        raise
-    return Artifact(manifest, obj, wheel_name, wheel_bytes, wheel)
+    return complete_artifact(read_signed_parts(data, limits=limits), limits=limits, supported=supported)
 
 
 def write_artifact(manifest_json: bytes, wheel_name: str, wheel_bytes: bytes) -> bytes:

@@ -8,7 +8,16 @@ Source: ORIGINAL.md §5; STYLE.md §1 ("one owner for shared logic").
 """
 from __future__ import annotations
 
-from busbar_sdk._archive import MANIFEST_MEMBER, Artifact, read_artifact, wheel_sha256, write_artifact
+from busbar_sdk._archive import (
+                                  MANIFEST_MEMBER,
+                                  Artifact,
+                                  SignedParts,
+                                  complete_artifact,
+                                  read_artifact,
+                                  read_signed_parts,
+                                  wheel_sha256,
+                                  write_artifact,
+)
 from busbar_sdk._binding import PluginBinding, bind_plugin
 from busbar_sdk._errors import ArtifactError, BuildError, HostileArchiveError, SigningError
 from busbar_sdk._importer import OwnedModules, PluginImporter, environment_provides
@@ -62,12 +71,14 @@ __all__ = [
                                   "PluginBinding",
                                   "PluginImporter",
                                   "SemVer",
+                                  "SignedParts",
                                   "SigningError",
                                   "WheelInfo",
                                   "bind_plugin",
                                   "build_wheel",
                                   "build_wheels",
                                   "canonical_manifest_bytes",
+                                  "complete_artifact",
                                   "environment_provides",
                                   "extract_wheel",
                                   "generate_signing_key",
@@ -79,6 +90,7 @@ __all__ = [
                                   "parse_semver",
                                   "public_key_from_seed",
                                   "read_artifact",
+                                  "read_signed_parts",
                                   "sign_manifest",
                                   "unmet_requirements",
                                   "verify_manifest_signature",

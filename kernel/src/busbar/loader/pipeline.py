@@ -2,11 +2,15 @@
 
 Phases, each collecting every fault before failing once (STYLE.md §4):
 
-1. **structure** of every tarball (:func:`busbar_sdk.artifact.read_artifact`): unreadable or
-   hostile archive, malformed or incomplete manifest, sha256 mismatch, unsupported
-   ``abi_version``: a fault (INVALID) naming the file.
-2. **trust** (:func:`busbar.loader.verify.evaluate_trust`): skipped plugins are logged and
-   recorded (SKIPPED), never faults and never imported.
+1. **read** each tarball once (:func:`busbar.loader.discover.read_tarball`: no link followed, size
+   from ``fstat`` first, a bounded read), check every archive member and parse the manifest
+   strictly (:func:`busbar_sdk.artifact.read_signed_parts`): a fault (INVALID) naming the file.
+2. **trust** (:func:`busbar.loader.verify.evaluate_trust`) on those parsed bytes, before any
+   manifest field is acted on: skipped plugins are logged and recorded (SKIPPED), never faults and
+   never imported. Only then, for a plugin that may load, the manifest is acted on
+   (:func:`busbar_sdk.artifact.complete_artifact`: sha256 of the wheel, ``abi_version``, the
+   wheel's own checks): a failure is INVALID. Then downgrade protection
+   (:mod:`busbar.loader.highwater`).
 3. **conflicts** among loadable plugins: a shared name or alias, a shared top-level Python
    module, a module that would shadow the kernel's environment (REJECTED, naming both files).
 4. **requirements**: every ``requires_dist`` must be satisfied by the running environment.
@@ -36,12 +40,12 @@ from busbar_sdk.artifact import (
     Artifact,
     ArtifactError,
     Limits,
-    Manifest,
     OwnedModules,
     PluginImporter,
     bind_plugin,
+    complete_artifact,
     environment_provides,
-    read_artifact,
+    read_signed_parts,
     unmet_requirements,
 )
 
@@ -106,15 +110,19 @@ def _read_one(path: Path, file: str, cfg: PluginsConfig, release_key: bytes | No
         return _Entry(path, Record(file, None, "-", "INVALID", str(exc)))
     identity = hashlib.sha256(data).hexdigest()
     try:
-        artifact = read_artifact(data, limits=limits)
+        parts = read_signed_parts(data, limits=limits)     # the archive + a strict parse, nothing acted on
     except ArtifactError as exc:
-        manifest = exc.manifest if isinstance(exc.manifest, Manifest) else None
-        return _Entry(path, Record(file, manifest, "-", "INVALID", exc.reason), identity)
-    m = artifact.manifest
-    verdict = evaluate_trust(m, artifact.manifest_obj, cfg.trust, cfg.min_versions, release_key=release_key,
+        return _Entry(path, Record(file, None, "-", "INVALID", exc.reason), identity)
+    m = parts.manifest
+    verdict = evaluate_trust(m, parts.manifest_obj, cfg.trust, cfg.min_versions, release_key=release_key,
                              kernel_version=kernel_version)
-    status = "ready" if verdict.loadable else "SKIPPED"
-    return _Entry(path, Record(file, m, verdict.signature, status, verdict.reason), identity, artifact)
+    if not verdict.loadable:      # never act on a field whose signature does not hold
+        return _Entry(path, Record(file, m, verdict.signature, "SKIPPED", verdict.reason), identity)
+    try:
+        artifact = complete_artifact(parts, limits=limits)
+    except ArtifactError as exc:
+        return _Entry(path, Record(file, m, verdict.signature, "INVALID", exc.reason), identity)
+    return _Entry(path, Record(file, m, verdict.signature, "ready", verdict.reason), identity, artifact)
 
 
 def _conflicts(entries: Sequence[_Entry]) -> list[str]:
