@@ -54,13 +54,19 @@ def test_migrate_unreadable_or_not_a_config(tmp_path: Path) -> None:
     assert r.stdout == ""
 
 
+OLD_HEAD = "providers:\n  anthropic: { api_key_env: K }\nmodels:\n  m: { provider: anthropic }\n"
+
+
+def migrate(path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    path.write_text(text)
+    r = run(["--migrate-config", str(path)])
+    assert r.returncode == 0, r.stderr
+    return r
+
+
 def test_no_review_banner_when_nothing_needs_a_decision(tmp_path: Path) -> None:
     """Issue 11 item 21: a config whose conversion is purely mechanical gets no "review every TODO" banner."""
-    old = tmp_path / "old.yaml"
-    old.write_text("providers:\n  anthropic: { api_key_env: K }\nmodels:\n  m: { provider: anthropic }\n"
-                   "pools:\n  p:\n    members:\n      - { target: m }\n")
-    r = run(["--migrate-config", str(old)])
-    assert r.returncode == 0, r.stderr
+    r = migrate(tmp_path / "old.yaml", OLD_HEAD + "pools:\n  p:\n    members:\n      - { target: m }\n")
     assert r.stdout.splitlines()[:3] == [
         "# Busbar 1.5.0 config, converted from old.yaml by busbar --migrate-config.",
         "# Comments of the original file are not carried over.", ""]
@@ -69,20 +75,15 @@ def test_no_review_banner_when_nothing_needs_a_decision(tmp_path: Path) -> None:
         "migrate: providers.anthropic.api_key_env -> api_key: { env: K }",
         "migrate: pools.p.members[0].target -> model",
         "migrate: 2 change(s), nothing to review; run busbar --validate"]
-    current = tmp_path / "current.yaml"   # a 1.5.x config: nothing to convert, nothing to review
-    current.write_text("providers:\n  anthropic: { api_key: { env: K } }\nmodels:\n  m: { provider: anthropic }\n")
-    r = run(["--migrate-config", str(current)])
-    assert r.returncode == 0, r.stderr
+    # a 1.5.x config: nothing to convert, nothing to review
+    r = migrate(tmp_path / "current.yaml",
+                "providers:\n  anthropic: { api_key: { env: K } }\nmodels:\n  m: { provider: anthropic }\n")
     assert "Review" not in r.stdout
     assert r.stderr.splitlines() == ["migrate: 0 change(s), nothing to review; run busbar --validate"]
 
 
 def test_review_banner_when_a_line_needs_a_decision(tmp_path: Path) -> None:
-    old = tmp_path / "old.yaml"
-    old.write_text("providers:\n  anthropic: { api_key_env: K }\nmodels:\n  m: { provider: anthropic }\n"
-                   "auth:\n  mode: bearer\n  client_tokens: [abc]\n")
-    r = run(["--migrate-config", str(old)])
-    assert r.returncode == 0, r.stderr
+    r = migrate(tmp_path / "old.yaml", OLD_HEAD + "auth:\n  mode: bearer\n  client_tokens: [abc]\n")
     assert r.stdout.splitlines()[1] == ("# Review every TODO(migrate) / WARNING(migrate) below, then run "
                                         "busbar --validate.")
     assert "TODO(migrate)" in r.stdout.split("\n", 3)[3]

@@ -109,39 +109,14 @@ class Vault(SecretPlugin):
 plugin = export_plugin(Vault)
 '''
 
+#: PLAIN_HOOK whose import leaves a trace: proves the kernel never imported it.
 MARKER_HOOK = '''
-"""A hook whose import leaves a trace: proves the kernel never imported it."""
 import os
 import pathlib
 
-import pluggy
-
-_marker = os.environ.get("BUSBAR_TEST_IMPORT_MARKER")
-if _marker:
-    pathlib.Path(_marker).write_text("imported")
-
-hookimpl = pluggy.HookimplMarker("busbar")
-
-
-@hookimpl
-def busbar_abi():
-    return 1
-
-
-@hookimpl
-def busbar_plugin_kind():
-    return "hook"
-
-
-@hookimpl
-def busbar_open(settings):
-    return {}
-
-
-@hookimpl
-def busbar_call(handle, payload):
-    return {}
-'''
+if os.environ.get("BUSBAR_TEST_IMPORT_MARKER"):
+    pathlib.Path(os.environ["BUSBAR_TEST_IMPORT_MARKER"]).write_text("imported")
+''' + PLAIN_HOOK.format(version=1)
 
 PROJECTS: dict[str, tuple[str, str, str, str, tuple[str, ...]]] = {
     # key: (distribution, version, module, source, dependencies)
