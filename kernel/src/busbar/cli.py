@@ -12,7 +12,8 @@ Files: ``--config`` / ``BUSBAR_CONFIG`` (default ``/etc/busbar/config.yaml``), `
 ``BUSBAR_PROVIDERS`` (default ``/etc/busbar/providers.yaml`` when it exists, else the catalog
 shipped in the package). Log level: ``--log-level`` / ``BUSBAR_LOG`` (error, warn, info, debug,
 trace; default info). ``BUSBAR_ALLOW_DOWNGRADE=<plugin>[,...]``: let this boot load those plugins
-below their recorded version (docs/plugins.md#downgrade-protection). Exit status: 0 ok, 2 invalid config (one line per fault on stderr, never
+below their recorded version (docs/plugins.md#downgrade-protection). Exit status: 0 ok, 2 invalid
+config (one line per fault on stderr, never
 a traceback), 1 any other start-up failure (e.g. the listen address is taken).
 
 Source: seeds 001 "Environment variables", "listen"; ORIGINAL §2.22.

@@ -30,8 +30,8 @@ from busbar_sdk._manifest import Manifest, parse_manifest_bytes
 from busbar_sdk._versions import SUPPORTED_ABI_VERSIONS
 from busbar_sdk._wheel import WheelInfo, inspect_wheel
 
-__all__ = ["MANIFEST_MEMBER", "Artifact", "SignedParts", "complete_artifact", "read_artifact", "read_signed_parts",
-           "write_artifact"]
+__all__ = ["MANIFEST_MEMBER", "Artifact", "SignedParts", "complete_artifact", "read_artifact",
+           "read_signed_parts", "write_artifact"]
 
 MANIFEST_MEMBER = "manifest.json"
 

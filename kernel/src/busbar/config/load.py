@@ -240,7 +240,8 @@ def load_config_text(config_text: str, env: Mapping[str, str] = os.environ, *,
     from busbar.config.validate import validate  # local import: validate imports this module's types
 
     loaded = LoadedConfig(config, catalog, config_path, providers_path)
-    errors, warnings = validate(loaded, env, read_file=read_file, plugins=plugins, check_support=check_support)
+    errors, warnings = validate(loaded, env, read_file=read_file, plugins=plugins,
+                                check_support=check_support)
     if errors:
         raise ConfigError(errors)
     loaded.warnings = warnings

@@ -70,7 +70,8 @@ def tagged_union(branches: dict[str, Any], pick: Callable[[Any], str | None], *,
 
 
 class EnvRef(Strict):
-    """``{ env: VAR }``: the value of environment variable VAR, read once at boot (unset or empty = a boot error)."""
+    """``{ env: VAR }``: the value of environment variable VAR, read once at boot (unset or empty: a
+    boot error)."""
 
     env: str
     """Name of the environment variable holding the secret."""

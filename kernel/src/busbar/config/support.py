@@ -11,7 +11,7 @@ also covers everything under it):
   Left at their default they are inert and fine; **set to anything else** they are refused at boot,
   and by ``busbar --validate``, with one line each::
 
-      config.yaml: store: a store other than the built-in memory store is not supported in this build; see docs/unsupported-keys.md
+      config.yaml: groups: the group limit tree is not supported in this build; see docs/unsupported-keys.md
 
 - :data:`NO_EFFECT`: keys whose every accepted value already describes what this build does (so
   honouring them needs no code), with the reason.
@@ -32,7 +32,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["DOC_PATH", "NO_EFFECT", "READERS", "UNSUPPORTED", "Unsupported", "render_doc", "unsupported_faults"]
+__all__ = ["DOC_PATH", "NO_EFFECT", "READERS", "UNSUPPORTED", "Unsupported", "render_doc",
+           "unsupported_faults"]
 
 DOC_PATH = "docs/unsupported-keys.md"
 _TAIL = f"is not supported in this build; see {DOC_PATH}"
@@ -63,7 +64,8 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "the data plane listens on plain HTTP only; terminate TLS in front of it"),
     Unsupported("auth.chain", "a data-plane auth chain (client authentication)",
                 "no chain module (keys or an auth plugin) runs on the request path: the front door is open"),
-    Unsupported("auth.admin_auth", "an admin auth chain other than the default", "there is no admin API in this build"),
+    Unsupported("auth.admin_auth", "an admin auth chain other than the default",
+                "there is no admin API in this build"),
     Unsupported("auth.role_bindings", "role bindings", "no auth chain runs, so no role is ever asserted"),
     Unsupported("auth.signing_key", "a virtual-key signing key", "virtual keys are not minted or verified"),
     Unsupported("auth.upstream_credentials", "passthrough of the caller's credential",
@@ -81,7 +83,8 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("limits.max_auto_provisioned_groups", "a cap on auto-provisioned groups",
                 "groups are not provisioned"),
     Unsupported("observability.otlp_url", "an OTLP trace exporter", "no traces are exported"),
-    Unsupported("observability.request_log_webhook_url", "a request-log webhook", "no request log is delivered"),
+    Unsupported("observability.request_log_webhook_url", "a request-log webhook",
+                "no request log is delivered"),
     Unsupported("observability.max_inflight_webhook_deliveries", "webhook delivery tuning",
                 "no request log is delivered"),
     Unsupported("observability.webhook_delivery_timeout_secs", "webhook delivery tuning",
@@ -96,9 +99,9 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
 
 #: Keys whose every accepted value is what this build does anyway: key -> why no code is needed.
 NO_EFFECT: dict[str, str] = {
-    "metrics.buffer_seconds": "the metrics: block turns /metrics on (proxy/gateway.py); every metric is a "
-                              "cumulative counter or a scrape-time gauge, so there is no windowed quantile for "
-                              "buffer_seconds to bound and any window is honoured",
+    "metrics.buffer_seconds": ("the metrics: block turns /metrics on (proxy/gateway.py); every metric is a "
+                               "cumulative counter or a scrape-time gauge, so there is no windowed quantile "
+                               "for buffer_seconds to bound and any window is honoured"),
     "advanced.upstream_http1_only": "the upstream client speaks HTTP/1.1 only, so both values hold",
 }
 
@@ -167,7 +170,7 @@ READERS: dict[str, str] = {
     "observability.emit_server_timing": "server/dataplane.py",
     "plugins.enabled": "loader/pipeline.py",
     "plugins.dir": "loader/pipeline.py",
-    "plugins.trust.publishers": "config/schema_plugins.py",   # PluginTrust.key_for, called by loader/verify.py
+    "plugins.trust.publishers": "config/schema_plugins.py",   # PluginTrust.key_for (loader/verify.py)
     "plugins.trust.allow_unsigned": "loader/verify.py",
     "plugins.trust.allow_third_party": "loader/verify.py",
     "plugins.min_versions": "loader/verify.py",
@@ -185,9 +188,9 @@ def _values(node: Any, parts: list[str], path: str) -> list[tuple[str, Any, Any]
     """``(concrete path, value, default)`` for each place ``parts`` names under ``node``."""
     head, rest = parts[0], parts[1:]
     if head == "*":
-        if not isinstance(node, dict):
+        if not isinstance(node, dict) or not rest:
             return []
-        return [v for key, child in node.items() for v in _values(child, rest, f"{path}.{key}")] if rest else []
+        return [v for key, child in node.items() for v in _values(child, rest, f"{path}.{key}")]
     if not isinstance(node, BaseModel) or head not in type(node).model_fields:
         return []
     child, where = getattr(node, head), f"{path}.{head}" if path else head

@@ -262,6 +262,7 @@ def validate(loaded: LoadedConfig, env: Mapping[str, str], *, read_file: FileRea
         refused = unsupported_faults(ctx.cfg, ctx.src)
         if refused:
             roots = [path for path, _ in refused]
-            errors = [line for _, line in refused] + [e for e in errors if not _under(_key_path(e, ctx.src), roots)]
+            errors = [line for _, line in refused] + [e for e in errors
+                                                      if not _under(_key_path(e, ctx.src), roots)]
             warnings = [w for w in warnings if not _under(_key_path(w, ctx.src), roots)]
     return errors, warnings

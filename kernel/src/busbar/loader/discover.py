@@ -70,7 +70,7 @@ def read_tarball(path: Path, max_bytes: int) -> bytes:
         TarballRefused: a symbolic link, not a regular file (FIFO, device, socket), larger than
             ``max_bytes`` (known from ``fstat`` before any read), or unreadable.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(path, flags)
     except OSError as exc:
@@ -81,7 +81,8 @@ def read_tarball(path: Path, max_bytes: int) -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise TarballRefused("is not a regular file (a FIFO, device or socket); only regular files are read")
+            raise TarballRefused("is not a regular file (a FIFO, device or socket); only regular files are "
+                                 "read")
         if st.st_size > max_bytes:
             raise TarballRefused(f"is {st.st_size} bytes; the limit is {max_bytes} (nothing was read)")
         chunks: list[bytes] = []

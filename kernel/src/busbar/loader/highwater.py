@@ -59,15 +59,16 @@ def read_marks(path: Path) -> dict[str, str]:
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
-        raise HighWaterError(f"{path}: cannot read the plugin version marks ({exc}); fix its permissions") from None
+        raise HighWaterError(f"{path}: cannot read the plugin version marks ({exc}); fix its "
+                             f"permissions") from None
     try:
         marks = json.loads(text)
     except ValueError:
         marks = None
     if not isinstance(marks, dict) or not all(isinstance(k, str) and isinstance(v, str) and parse_semver(v)
                                               for k, v in marks.items()):
-        raise HighWaterError(f"{path}: not a JSON map of plugin name -> version; restore it from a backup (deleting "
-                             f"it forgets every mark and with it the downgrade protection)")
+        raise HighWaterError(f"{path}: not a JSON map of plugin name -> version; restore it from a backup "
+                             f"(deleting it forgets every mark and with it the downgrade protection)")
     return marks
 
 
@@ -79,7 +80,8 @@ def below_mark(version: str, mark: str | None) -> bool:
     return v is not None and m is not None and v.key() < m.key()
 
 
-def record_marks(path: Path, loaded: Iterable[tuple[str, str, str]], allowed: frozenset[str] = frozenset()) -> None:
+def record_marks(path: Path, loaded: Iterable[tuple[str, str, str]],
+                 allowed: frozenset[str] = frozenset()) -> None:
     """Raise the marks to the versions just loaded and write the file atomically.
 
     Args:

@@ -187,11 +187,11 @@ def _downgrades(entries: Sequence[_Entry], marks: dict[str, str], allowed: froze
         if not below_mark(m.version, mark):
             continue
         if m.name in allowed:
-            log.warning("%s: downgrade from %s to %s of %r allowed by %s", e.record.file, mark, m.version, m.name,
-                        ALLOW_ENV)
+            log.warning("%s: downgrade from %s to %s of %r allowed by %s", e.record.file, mark, m.version,
+                        m.name, ALLOW_ENV)
             continue
-        reason = (f"downgrade from {mark} to {m.version} of {m.name!r} refused ({mark} is the highest version this "
-                  f"gateway has loaded); install {mark} or newer, or allow it for one boot with "
+        reason = (f"downgrade from {mark} to {m.version} of {m.name!r} refused ({mark} is the highest version "
+                  f"this gateway has loaded); install {mark} or newer, or allow it for one boot with "
                   f"{ALLOW_ENV}={m.name}")
         faults.append(f"{e.record.file}: {reason}")
         e.reject(reason)
@@ -199,7 +199,8 @@ def _downgrades(entries: Sequence[_Entry], marks: dict[str, str], allowed: froze
 
 
 def scan(cfg: PluginsConfig, *, base_dir: Path, release_key: bytes | None, kernel_version: str = KERNEL_VERSION,
-         limits: Limits = DEFAULT_LIMITS, allow_downgrade: frozenset[str] = frozenset()) -> tuple[list[_Entry], list[str]]:
+         limits: Limits = DEFAULT_LIMITS,
+         allow_downgrade: frozenset[str] = frozenset()) -> tuple[list[_Entry], list[str]]:
     """Phases 1-4 over ``plugins.dir``; returns ``(entries, faults)`` and never raises for a tarball.
 
     Trust includes downgrade protection (:mod:`busbar.loader.highwater`): a loadable plugin below the
@@ -282,8 +283,8 @@ def load_plugins(cfg: PluginsConfig, *, base_dir: Path, import_code: bool = True
     if not cfg.enabled:
         return PluginSet.build(enabled=False, plugins=(), records=(), imported=import_code)
     key = embedded_release_key() if isinstance(release_key, _Embedded) else release_key
-    entries, faults = scan(cfg, base_dir=base_dir, release_key=key, kernel_version=kernel_version, limits=limits,
-                           allow_downgrade=allow_downgrade)
+    entries, faults = scan(cfg, base_dir=base_dir, release_key=key, kernel_version=kernel_version,
+                           limits=limits, allow_downgrade=allow_downgrade)
     _log_policy(cfg, entries)
     if faults:
         raise PluginBootError(faults)

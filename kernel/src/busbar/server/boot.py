@@ -83,7 +83,8 @@ def boot(loaded: LoadedConfig, env: Mapping[str, str]) -> tuple[Gateway, PluginR
 
         reloader = PluginReloader(loaded.config.plugins, base_dir=Path.cwd())
         try:
-            plugin_set = reloader.start(admit=plugin_refs(loaded, env), allow_downgrade=allowed_downgrades(env))
+            plugin_set = reloader.start(admit=plugin_refs(loaded, env),
+                                        allow_downgrade=allowed_downgrades(env))
         except PluginBootError as e:
             raise BootError(list(e.faults), checked=not e.imported) from None
         resolver = SecretModuleResolver(plugin_set)
