@@ -46,7 +46,7 @@ pools:
     lines = r.stderr.strip().splitlines()
     assert "Traceback" not in r.stderr
     assert lines == [
-        "config.yaml: pools.smart.colour: unknown key (typo?); remove it or check the spelling in seeds 001",
+        "config.yaml: pools.smart.colour: unknown key (typo?); remove it or check the spelling in docs/config-at-a-glance.md",
         "busbar: 1 config error(s); refusing to start",
     ]
     cfg.write_text(cfg.read_text().replace("    colour: blue\n", ""))

@@ -323,8 +323,12 @@ def test_unknown_hook_module_refuses_to_boot(tmp_path, hook_plugins):
     out = subprocess.run([str(Path(sys.executable).parent / "busbar"), "--config", str(cfg)], capture_output=True,
                          check=False, text=True, timeout=60, env={"T_OPENAI_KEY": "x", "T_ANTHROPIC_KEY": "y", "PATH": "/usr/bin"})
     assert out.returncode == 2
-    assert ("config.yaml: pools.smart.hooks[1].module: 'ghost-hook' is not a loaded kind: hook plugin; install its "
-            "tarball in plugins.dir") in out.stderr
+    # the boot checks plugin references against the manifests before importing anything (same line as --validate)
+    plugdir = trust.split('dir: "', 1)[1].split('"', 1)[0]
+    assert out.stderr.splitlines()[-2:] == [
+        f"config.yaml: pools.smart.hooks[1].module: 'ghost-hook' does not resolve to a loadable plugin in "
+        f"plugins.dir ({plugdir}); install its signed tarball or fix the name (busbar --list-plugins shows what "
+        f"loads)", "busbar: 1 config error(s); refusing to start"]
 
 
 # ------------------------------------------------------------------------------------- taps (C054)

@@ -73,35 +73,35 @@ def test_yaml_anchors_and_merge_keys_are_not_duplicates() -> None:
 
 
 @pytest.mark.parametrize("extra, line", [
-    ("colour: blue\n", "colour: unknown key (typo?); remove it or check the spelling in seeds 001"),
+    ("colour: blue\n", "colour: unknown key (typo?); remove it or check the spelling in docs/config-at-a-glance.md"),
     ("pool:\n  p: { members: [ { model: claude } ] }\n",
-     "pool: unknown key (typo? did you mean pools?); remove it or check the spelling in seeds 001"),
+     "pool: unknown key (typo? did you mean pools?); remove it or check the spelling in docs/config-at-a-glance.md"),
     ("pools:\n  p: { members: [ { model: claude, wieght: 2 } ] }\n",
      "pools.p.members[0].wieght: unknown key (typo? did you mean weight?); remove it or check the spelling in "
-     "seeds 001"),
+     "docs/config-at-a-glance.md"),
     ("pools:\n  p: { members: [ { model: claude } ], breaker: { trip: { window_s: 10 } } }\n",
      "pools.p.breaker.trip.window_s: unknown key; write window_secs (the pre-1.0 alias is gone)"),
     ("pools:\n  p: { members: [ { model: claude } ], failover: { deadline_secs: 10 } }\n",
      "pools.p.failover.deadline_secs: unknown key; write timeout_secs (the alias is gone)"),
     ("pools:\n  p: { members: [ { model: claude } ], hooks: [ { module: m, timeout: 5 } ] }\n",
      "pools.p.hooks[0].timeout: unknown key (typo? did you mean timeout_ms?); remove it or check the spelling in "
-     "seeds 001"),
+     "docs/config-at-a-glance.md"),
     ("groups:\n  g: { limits: [ { requets: 5, per: day } ] }\n",
      "groups.g.limits[0].requets: unknown key (typo? did you mean requests?); remove it or check the spelling in "
-     "seeds 001"),
+     "docs/config-at-a-glance.md"),
     ("auth: { role_bindings: { ad: { r: { groups: x } } } }\n",
      "auth.role_bindings.ad.r.groups: unknown key (typo? did you mean group?); remove it or check the spelling in "
-     "seeds 001"),
+     "docs/config-at-a-glance.md"),
     ("observability: { otlp_endpoint: 'https://x.example.com' }\n",
      "observability.otlp_endpoint: unknown key; write otlp_url"),
     ("limits: { max_inbound_concurent: 5 }\n",
      "limits.max_inbound_concurent: unknown key (typo? did you mean max_inbound_concurrent?); remove it or check "
-     "the spelling in seeds 001"),
+     "the spelling in docs/config-at-a-glance.md"),
     ("security: { allow_all_metadta: true }\n",
      "security.allow_all_metadta: unknown key (typo? did you mean allow_all_metadata?); remove it or check the "
-     "spelling in seeds 001"),
+     "spelling in docs/config-at-a-glance.md"),
     ("tls: { cert: { file: a }, key: { file: b }, client_cert: { file: c } }\n",
-     "tls.client_cert: unknown key (typo? did you mean client_ca?); remove it or check the spelling in seeds 001"),
+     "tls.client_cert: unknown key (typo? did you mean client_ca?); remove it or check the spelling in docs/config-at-a-glance.md"),
 ], ids=["top", "top-suggest", "member", "retired-window_s", "retired-deadline", "hook", "limit", "role",
         "retired-otlp", "limits", "security", "tls"])
 def test_unknown_keys_rejected_at_every_level(extra: str, line: str) -> None:
@@ -137,8 +137,8 @@ def test_all_shape_faults_at_once() -> None:
     text = BASE + "pools:\n  p: { members: [ { model: claude, weight: x } ], colour: red }\nlimits: { foo: 1 }\n"
     assert faults(text) == [
         "config.yaml: pools.p.members[0].weight: must be a whole number, found 'x'",
-        "config.yaml: pools.p.colour: unknown key (typo?); remove it or check the spelling in seeds 001",
-        "config.yaml: limits.foo: unknown key (typo?); remove it or check the spelling in seeds 001"]
+        "config.yaml: pools.p.colour: unknown key (typo?); remove it or check the spelling in docs/config-at-a-glance.md",
+        "config.yaml: limits.foo: unknown key (typo?); remove it or check the spelling in docs/config-at-a-glance.md"]
 
 
 def test_yaml_syntax_and_document_shape() -> None:

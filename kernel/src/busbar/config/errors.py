@@ -153,8 +153,9 @@ def _unknown_key(name: str, loc: tuple[Any, ...], model: type[BaseModel] | None)
         return f"unknown key; write {RENAMED_KEYS[name]}"
     close = difflib.get_close_matches(name, _known_keys(model, loc[:-1]), n=1, cutoff=0.75)
     if close:
-        return f"unknown key (typo? did you mean {close[0]}?); remove it or check the spelling in seeds 001"
-    return "unknown key (typo?); remove it or check the spelling in seeds 001"
+        return (f"unknown key (typo? did you mean {close[0]}?); remove it or check the spelling in "
+                f"docs/config-at-a-glance.md")
+    return "unknown key (typo?); remove it or check the spelling in docs/config-at-a-glance.md"
 
 
 def _message(err: Any, loc: tuple[Any, ...], model: type[BaseModel] | None) -> str:
