@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg_path, prov_path = resolve_paths(args.config, args.providers)
     try:
-        loaded = load_config(cfg_path, prov_path)
+        # serving (and --validate, which says what serving would) refuses keys this build cannot honour
+        loaded = load_config(cfg_path, prov_path, check_support=not args.list_plugins)
     except ConfigError as e:
         return _refuse(e.faults, "config")
     if args.validate and not args.list_plugins:

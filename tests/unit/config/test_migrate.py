@@ -4,7 +4,6 @@ WARNING(migrate) comments (seeds 001 "Migrating a 1.4.x config")."""
 from __future__ import annotations
 
 import re
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +11,11 @@ import pytest
 import yaml
 from busbar.config.errors import ConfigError
 from busbar.config.legacy import legacy_markers
-from busbar.config.load import load_config_text as _load_config_text
+from busbar.config.load import load_config_text
 from busbar.config.migrate import FLIP_WARNING, MigrateError, migrate_text
 from busbar.config.migrate_emit import render
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-# The 1.5 format's rules, whatever this build runs (which keys it refuses when set: test_support.py).
-load_config_text = partial(_load_config_text, check_support=False)
 
 ROOT = Path(__file__).resolve().parents[3]
 LEGACY = ROOT / "tests" / "data" / "config_corpus" / "legacy"

@@ -109,7 +109,8 @@ TAIL = "is not supported in this build; see docs/unsupported-keys.md"
 
 def faults(extra: str) -> list[str]:
     with pytest.raises(ConfigError) as exc:
-        load_config_text(BASE + extra, ENV, read_file=lambda p: "-----BEGIN CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----")
+        load_config_text(BASE + extra, ENV, check_support=True,
+                         read_file=lambda p: "-----BEGIN CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----")
     return exc.value.faults
 
 
@@ -146,7 +147,7 @@ def test_defaults_written_out_are_not_refused() -> None:
                               "admin_auth: [admin-tokens] }\nper_request_fee: 0\ngroups: {}\n"
                               "advanced: { upstream_http1_only: true, rate_sweep_interval: 256 }\n"
                               "metrics: { buffer_seconds: 30 }\nadmin_listen: 127.0.0.1:8081\n"
-                              "rate_card: { claude: { input_utok: 1, output_utok: 2 } }\n", ENV)
+                              "rate_card: { claude: { input_utok: 1, output_utok: 2 } }\n", ENV, check_support=True)
     assert loaded.config.store.module == "memory"
 
 
@@ -154,4 +155,4 @@ def test_defaults_written_out_are_not_refused() -> None:
 def test_the_shipped_configs_load_with_the_support_check(path: str) -> None:
     env = {"MOCK_OPENAI_KEY": "k", "MOCK_ANTHROPIC_KEY": "k", "MOCK_UPSTREAM_KEY": "k", "MOCK_BASE": "http://127.0.0.1:9",
            "GW_PORT": "8080"}
-    load_config(ROOT / path, None, env)
+    load_config(ROOT / path, None, env, check_support=True)

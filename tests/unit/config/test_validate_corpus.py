@@ -97,7 +97,7 @@ def test_full_example_verbatim_names_its_one_fault() -> None:
     """The seed's full example omits plugins.enabled for its sqlite store: exactly that row fires."""
     case = parse_corpus(CORPUS / "001-full-annotated-example.yaml")
     with pytest.raises(ConfigError) as exc:
-        load_config_text(case["fragment"], case["env"], check_support=False)
+        load_config_text(case["fragment"], case["env"])
     assert exc.value.faults == [
         "config.yaml: store.module: 'sqlite' is a kind: store plugin but plugins.enabled is false; set "
         "plugins.enabled: true and install its tarball in plugins.dir"]

@@ -3,15 +3,11 @@ per_request_fee", "Startup validation summary"): one minimal config per row, the
 from __future__ import annotations
 
 import textwrap
-from functools import partial
 
 import pytest
 import yaml
 from busbar.config.errors import ConfigError
-from busbar.config.load import load_config_text as _load_config_text
-
-# The 1.5 format's rules, whatever this build runs (which keys it refuses when set: test_support.py).
-load_config_text = partial(_load_config_text, check_support=False)
+from busbar.config.load import load_config_text
 
 ENV = {"K": "sk-test"}
 BASE = """\

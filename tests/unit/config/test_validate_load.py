@@ -190,7 +190,7 @@ def test_validation_has_no_side_effects(tmp_path: Path, monkeypatch: pytest.Monk
     cfg = tmp_path / "config.yaml"
     cfg.write_text(BASE + "plugins: { enabled: true, dir: " + str(tmp_path / "plugins") + " }\n"
                    "store: { module: sqlite, settings: { db_path: " + str(tmp_path / "gov.db") + " } }\n")
-    load_config(cfg, None, ENV, check_support=False)
+    load_config(cfg, None, ENV)
     assert set(tmp_path.iterdir()) == before | {cfg}
 
 

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import pytest
 from busbar.config.errors import ConfigError
-from busbar.config.load import load_config_text as _load_config_text
-from functools import partial
-
-# The 1.5 format's rules, whatever this build runs (which keys it refuses when set: test_support.py).
-load_config_text = partial(_load_config_text, check_support=False)
+from busbar.config.load import load_config_text
 
 ENV = {"K": "sk-test"}
 BASE = "providers:\n  anthropic: { api_key: { env: K } }\nmodels:\n  claude: { provider: anthropic }\n"

@@ -152,7 +152,7 @@ def _interpolated_yaml(text: str, label: str, env: Mapping[str, str]) -> Any:
 
 def load_config(config_path: Path, providers_path: Path | None = None,
                 env: Mapping[str, str] = os.environ, *, read_file: FileReader | None = None,
-                plugins: Any = None, check_support: bool = True) -> LoadedConfig:
+                plugins: Any = None, check_support: bool = False) -> LoadedConfig:
     """Run the whole boot pipeline on the two files; raise ``ConfigError`` with every fault.
 
     Args:
@@ -162,8 +162,10 @@ def load_config(config_path: Path, providers_path: Path | None = None,
         read_file: reader for ``{ file: PATH }`` secret references (default: the file system).
         plugins: the plugin loader's manifest-only catalog (``validate.PluginCatalog``); None skips the
             rows that need it.
-        check_support: refuse keys this build cannot honour when set (docs/unsupported-keys.md);
-            see :func:`busbar.config.validate.validate`.
+        check_support: also refuse the keys this build cannot honour when they are set
+            (docs/unsupported-keys.md): what ``busbar`` does before it serves and ``busbar --validate``
+            does; ``busbar store`` and the tests of the format's own rules leave it off. See
+            :func:`busbar.config.validate.validate`.
 
     Returns:
         the :class:`LoadedConfig`, with ``warnings`` filled in.
@@ -192,7 +194,7 @@ def load_config(config_path: Path, providers_path: Path | None = None,
 def load_config_text(config_text: str, env: Mapping[str, str] = os.environ, *,
                      providers_text: str | None = None, config_path: Path = Path("config.yaml"),
                      providers_path: Path | None = None, read_file: FileReader | None = None,
-                     plugins: Any = None, check_support: bool = True) -> LoadedConfig:
+                     plugins: Any = None, check_support: bool = False) -> LoadedConfig:
     """:func:`load_config` over texts already in memory (stages 2-6).
 
     ``providers_text`` None = the shipped catalog. ``config_path`` / ``providers_path`` only label the

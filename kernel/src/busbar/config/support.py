@@ -21,7 +21,9 @@ also covers everything under it):
 none of the three lists. Later releases move entries from :data:`UNSUPPORTED` to :data:`READERS`.
 
 ``unsupported_faults(cfg, src) -> list[tuple[str, str]]``: ``(key path, fault line)`` for every
-unsupported key set to a non-default value (used by ``busbar.config.validate``).
+unsupported key set to a non-default value (used by ``busbar.config.validate`` with
+``check_support=True``: the gateway boot and ``busbar --validate``; ``busbar store`` works on the
+store config without it).
 """
 from __future__ import annotations
 
@@ -77,7 +79,8 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("rate_card.*.cache_write_utok", "cache-write token pricing",
                 "no cost ledger is kept; the cheapest strategy ranks by input and output rates only"),
     Unsupported("store", "a store other than the built-in memory store",
-                "no store plugin is loaded: keys, usage, audit and the denylist are not kept anywhere"),
+                "the gateway keeps no state in a store yet (`busbar store info|prune` already work on the "
+                "configured store: docs/stores.md)"),
     Unsupported("limits.tls_handshake_timeout_secs", "a TLS handshake timeout", "there is no inbound TLS"),
     Unsupported("limits.max_keys_per_principal", "a live-key cap per group", "virtual keys are not minted"),
     Unsupported("limits.max_auto_provisioned_groups", "a cap on auto-provisioned groups",

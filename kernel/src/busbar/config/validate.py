@@ -239,7 +239,7 @@ def _under(path: str, roots: Sequence[str]) -> bool:
 
 
 def validate(loaded: LoadedConfig, env: Mapping[str, str], *, read_file: FileReader | None = None,
-             plugins: PluginCatalog | None = None, check_support: bool = True) -> tuple[list[str], list[str]]:
+             plugins: PluginCatalog | None = None, check_support: bool = False) -> tuple[list[str], list[str]]:
     """Return ``(errors, warnings)`` for the merged config; see the module docstring.
 
     Args:
@@ -247,10 +247,11 @@ def validate(loaded: LoadedConfig, env: Mapping[str, str], *, read_file: FileRea
         env: the environment secret ``{ env: VAR }`` references resolve against.
         read_file: reader for ``{ file: PATH }`` references (default: the real file system).
         plugins: the loader's manifest-only catalog; None = checks needing it are skipped.
-        check_support: refuse the keys this build cannot honour when they are set
-            (``busbar.config.support``; docs/unsupported-keys.md). ``False`` checks the 1.5 format
-            alone, for tests of rules whose runtime is not in this build yet. An unsupported key's
-            line replaces every other fault under its path.
+        check_support: also refuse the keys this build cannot honour when they are set
+            (``busbar.config.support``; docs/unsupported-keys.md), as the gateway boot and
+            ``--validate`` do; off, the 1.5 format alone is checked (``busbar store``, which works on
+            the store config the gateway cannot serve with yet). An unsupported key's line replaces
+            every other fault under its path.
     """
     ctx = Context(loaded, env, read_file or read_text_file, plugins)
     for check in _checks():

@@ -46,7 +46,7 @@ def plugin_refs(loaded: LoadedConfig, env: Mapping[str, str]) -> Admit:
     from busbar.config.validate import validate
 
     def admit(catalog: ManifestCatalog) -> list[str]:
-        errors, _ = validate(loaded, env, plugins=catalog)
+        errors, _ = validate(loaded, env, plugins=catalog, check_support=True)
         return errors
     return admit
 
