@@ -100,10 +100,10 @@ def record_marks(path: Path, loaded: Iterable[tuple[str, str, str]],
     for name, version, verdict in loaded:
         if verdict not in _RECORDED:
             continue
-        if name in allowed or below_mark(marks.get(name, "0.0.0"), version) or name not in marks:
-            if marks.get(name) != version:
-                marks[name] = version
-                changed = True
+        raise_it = name in allowed or name not in marks or below_mark(marks[name], version)
+        if raise_it and marks.get(name) != version:
+            marks[name] = version
+            changed = True
     if not changed:
         return
     try:

@@ -57,7 +57,6 @@ def check_plugins(loaded: LoadedConfig, env: Mapping[str, str]) -> list[str]:
     if not cfg.enabled:
         return []
     from busbar.loader import PluginBootError, load_plugins
-
     from busbar.loader.highwater import allowed_downgrades
 
     try:
