@@ -39,8 +39,11 @@ def test_C034_a_the_env_value_is_what_the_provider_receives(gateway_factory, moc
 def test_C034_c_an_unset_or_empty_secret_refuses_the_boot(env, line, mock, tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("MY_KEY", raising=False)
     gw = BusbarProcess(CONFIG.replace("MOCK", mock.url), tmp_path, env=env)
-    with pytest.raises(RuntimeError, match="busbar exited 2"):
-        gw.start()
+    try:
+        with pytest.raises(RuntimeError, match="busbar exited 2"):
+            gw.start()
+    finally:
+        gw.stop()   # closes the log file the failed start left open
     assert gw.logs().splitlines()[-2:] == [line.replace("config.yaml", gw.config_path.name),
                                            "busbar: 1 config error(s); refusing to start"]
     assert mock.requests() == []

@@ -170,6 +170,8 @@ READERS: dict[str, str] = {
     "limits.default_max_tokens": "proxy/translate.py",
     "limits.reasoning_effort_budgets": "proxy/translate.py",
     "limits.stream_keepalive_secs": "proxy/engine.py",
+    "limits.header_read_timeout_secs": "server/lifecycle.py",
+    "limits.keep_alive_timeout_secs": "server/lifecycle.py",
     "observability.emit_server_timing": "server/dataplane.py",
     "plugins.enabled": "loader/pipeline.py",
     "plugins.dir": "loader/pipeline.py",
