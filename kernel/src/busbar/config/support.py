@@ -172,6 +172,8 @@ READERS: dict[str, str] = {
     "limits.stream_keepalive_secs": "proxy/engine.py",
     "limits.header_read_timeout_secs": "server/lifecycle.py",
     "limits.keep_alive_timeout_secs": "server/lifecycle.py",
+    "limits.upstream_idle_timeout_secs": "proxy/engine.py",
+    "limits.upstream_body_max_bytes": "proxy/engine.py",
     "observability.emit_server_timing": "server/dataplane.py",
     "plugins.enabled": "loader/pipeline.py",
     "plugins.dir": "loader/pipeline.py",
