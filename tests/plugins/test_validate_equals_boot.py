@@ -22,6 +22,8 @@ from tests.support.gateway import free_port
 BUSBAR = str(Path(sys.executable).parent / "busbar")
 _LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ")
 SUMMARY = "busbar: {n} config error(s); refusing to start"
+EGRESS_FAULT = ("config.yaml: pools.p.hooks[0].settings.url: 169.254.169.254 is a cloud-metadata endpoint; refused "
+                "by the SSRF guard (list it in allow_metadata_hosts only if this is deliberate)")
 
 
 def _config(tmp_path: Path, keys, body: str, *, trust: str = "") -> Path:
@@ -120,6 +122,17 @@ def case_unsupported_auth_chain(tmp_path, plugdir, pack, keys):
                  "build; see docs/unsupported-keys.md"]
 
 
+def case_egress_url_setting_on_a_metadata_address(tmp_path, plugdir, pack, keys):
+    """A setting the manifest's schema marks x-busbar-egress-url goes through the SSRF guard in both
+    modes, for any plugin (no plugin is special-cased by name)."""
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"type": "object", "properties": {"url": {"type": "string", "x-busbar-egress-url": true}}}')
+    pack(plugdir / "p.tar.gz", extra=["--settings-schema-file", str(schema)])
+    cfg = _config(tmp_path, keys, "pools:\n  p:\n    members: [ { model: m } ]\n    hooks:\n"
+                                  "      - { module: hello, settings: { url: \"http://169.254.169.254/rank\" } }\n")
+    return cfg, [EGRESS_FAULT]
+
+
 def case_invalid_tarball(tmp_path, plugdir, pack, keys):
     (plugdir / "junk.tar.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
     cfg = _config(tmp_path, keys, "")
@@ -133,7 +146,7 @@ def case_unset_secret(tmp_path, plugdir, pack, keys):
                  "BUSBAR_TEST_UNSET_KEY (or point the reference at { file: /path })"]
 
 
-CASES = [case_hook_module_typo, case_untrusted_publisher, case_below_floor, case_kind_mismatch,
+CASES = [case_egress_url_setting_on_a_metadata_address, case_hook_module_typo, case_untrusted_publisher, case_below_floor, case_kind_mismatch,
          case_secret_module_names_a_hook, case_invalid_tarball, case_unset_secret, case_unsupported_store,
          case_unsupported_auth_chain]
 

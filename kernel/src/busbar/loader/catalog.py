@@ -10,6 +10,9 @@ it *before* it imports any plugin code (docs/plugins.md#what-aborts-the-boot).
 - ``kind_of(name) -> str | None``: the manifest ``kind`` of the loadable plugin whose name or alias is
   ``name``; ``None`` when no loadable plugin answers to it.
 - ``names_of(name) -> set[str]``: that plugin's name and alias (empty when none).
+- ``settings_schema_of(name) -> str | None``: the loadable plugin's signed manifest ``settings_schema``
+  (the rules validation judges an instance's ``settings:`` by: required keys, egress URLs through the
+  SSRF guard; docs/plugin-format.md), ``None`` when it has none.
 - ``why_not(name) -> str | None``: for a plugin in ``plugins.dir`` that answers to ``name`` but will not
   load (skipped by the trust policy, below its floor, rejected), ``"<file> is SKIPPED: <reason>"``.
 """
@@ -44,6 +47,10 @@ class ManifestCatalog:
     def names_of(self, name: str) -> set[str]:
         r = self._loadable.get(name)
         return {r.manifest.name, r.manifest.alias} if r is not None and r.manifest is not None else set()
+
+    def settings_schema_of(self, name: str) -> str | None:
+        r = self._loadable.get(name)
+        return r.manifest.settings_schema if r is not None and r.manifest is not None else None
 
     def why_not(self, name: str) -> str | None:
         if name in self._loadable:
