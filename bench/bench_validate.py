@@ -1,11 +1,11 @@
-"""`busbar --validate` on seeds 001's full annotated example: wall time per run, and where it goes.
+"""`busbar --validate` on the full annotated example config: wall time per run, and where it goes.
 
 Usage::
 
     .venv/bin/python bench/bench_validate.py [--runs 30] [--json OUT.json]
 
-The config is ``tests/data/config_corpus/valid/001-full-annotated-example.yaml`` (the seed's example
-verbatim plus ``plugins: { enabled: true }``, which its sqlite store needs), written to a temp dir; the
+The config is ``tests/data/config_corpus/valid/001-full-annotated-example.yaml`` (the full
+annotated example plus ``plugins: { enabled: true }``, which its sqlite store needs), written to a temp dir; the
 env vars it names are set. Each round runs, back to back, ``python -c pass`` (the interpreter floor) and
 ``busbar --validate`` as separate processes, so load drift hits both alike. Bytecode is cached (in the
 temp dir, ``PYTHONPYCACHEPREFIX``) as it is in a deployed install; the warm-up runs fill the cache. Per run: wall time

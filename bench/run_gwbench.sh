@@ -7,9 +7,9 @@
 #   bench/run_gwbench.sh --workers "1 2" both worker counts, one after the other
 #   bench/run_gwbench.sh --only busbar   skip LiteLLM (its numbers then come from no run at all)
 #   bench/run_gwbench.sh --report DIR    re-print the tables of an earlier run (bench/results/<stamp>)
-#   bench/run_gwbench.sh ... -- ARGS     extra flags for ../shared/gwbench/compare.py (both targets)
+#   bench/run_gwbench.sh ... -- ARGS     extra flags for the gwbench harness's compare.py (both targets)
 #
-# Drives the shared harness ../shared/gwbench (mock upstream, wrk load, LiteLLM set-up): for each worker
+# Drives the gwbench harness (directory $GWBENCH; mock upstream, wrk load, LiteLLM set-up): for each worker
 # count it runs compare.sh for LiteLLM and then for Busbar against the same mock, with the same cells,
 # and prints sidebyside.py plus a Busbar-vs-LiteLLM table with the targets checked. Every venv
 # goes to .venvs/ and every result to bench/results/<stamp>/ (both git-ignored). A benchmark, not a
@@ -137,7 +137,7 @@ if [[ -n "$report" ]]; then
   report "$report"
   exit 0
 fi
-[[ -n "$GWBENCH" && -x "$GWBENCH/compare.sh" ]] || { echo "run_gwbench.sh: ../shared/gwbench not found (set GWBENCH)" >&2; exit 2; }
+[[ -n "$GWBENCH" && -x "$GWBENCH/compare.sh" ]] || { echo "run_gwbench.sh: the gwbench harness was not found (set GWBENCH to its directory)" >&2; exit 2; }
 [[ -x .venv/bin/busbar ]] || { echo "run_gwbench.sh: .venv/bin/busbar missing: run scripts/setup first" >&2; exit 2; }
 
 GW_PORT_B="${BENCH_GW_PORT:-14100}"

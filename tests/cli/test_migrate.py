@@ -1,6 +1,6 @@
 """`busbar --migrate-config OLD.yaml > NEW.yaml`: new YAML on stdout, change summary on stderr, exit 0;
-both seeds 002 configs then pass `busbar --validate` once plugins are enabled (seeds 001 "Migrating a
-1.4.x config"; seeds 002)."""
+both docs/hooks-firstparty.md configs then pass `busbar --validate` once plugins are enabled
+(docs/configuration.md#migrating-from-1x)."""
 from __future__ import annotations
 
 import os

@@ -162,7 +162,7 @@ def test_jwt_bearer_assertion_claims(gw, mock, token_server):
     c = plain["claims"]
     assert c["iss"] == "svc@proj.iam.gserviceaccount.com" and c["aud"] == token_server.url
     assert c["scope"] == "https://www.googleapis.com/auth/cloud-platform"
-    assert "sub" not in c                                        # opt-in only (seed 001 `subject`)
+    assert "sub" not in c # opt-in only (``subject``: docs/catalog.md#fields)
     assert c["exp"] - c["iat"] == 3600
     d = delegated["claims"]
     assert d["sub"] == "admin@example.com"

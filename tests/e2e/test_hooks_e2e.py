@@ -6,7 +6,7 @@ says: ``order``, ``reject``, ``reject_if`` (a word in the prompt), ``restrict``,
 ``sleep``, ``crash``, ``garbage``, ``forward`` (POST to ``settings.url``, an HTTP sidecar), and as a
 tap ``tap_log`` / ``tap_raise`` / ``tap_sleep``. Its manifest needs ``prompt: rw, user: ro``.
 
-Source: seeds 003 (taps and gates, reply arms, fail-safety), seeds 000 "Observability"; handout C035,
+Source: docs/hooks.md (taps and gates, reply arms, fail-safety), docs/config-at-a-glance.md#observability; C035,
 C054.
 """
 from __future__ import annotations

@@ -3,8 +3,8 @@ from ``plugins/``, signed in the test) in a real busbar, relaying to an HTTP sid
 ``busbar_sdk.sidecar`` in this process. A sidecar that answers, answers 500, is slow, is down, or is
 killed mid-traffic: each with its exact outcome and headers.
 
-Source: seeds 003 "Webrequest", "The wire, precisely" (a non-2xx is an error, never an abstain),
-"What Busbar guarantees when a hook misbehaves"; seeds 000 "Fail-safety: on_error" (kill a hook
+Source: docs/hooks-firstparty.md#busbar-webrequest-hook, docs/hooks.md#what-a-hook-receives (a non-2xx is an error,
+never an abstain), docs/hooks.md#fail-safety (kill a hook
 mid-traffic and requests keep flowing).
 """
 from __future__ import annotations

@@ -131,7 +131,7 @@ pools:
      "Invalid character in chunk size"),
 ], ids=["status-line", "chunk-size"])
 async def test_a_malformed_response_fails_over_and_the_reason_is_one_clean_line(tmp_path, response, reason):
-    """Before the first byte a malformed upstream answer fails over (seed 001); when it is the last
+    """Before the first byte a malformed upstream answer fails over (docs/configuration.md); when it is the last
     failure the 503 names the lane in one line (no exception class, no upstream address: the reason
     goes to the gateway log)."""
     async with Upstream(response=response) as bad, Upstream(response=OK) as good:

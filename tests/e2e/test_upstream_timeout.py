@@ -1,4 +1,4 @@
-"""limits.upstream_request_timeout_secs through a real gateway (seed 001 "limits"): a wall-clock cap
+"""limits.upstream_request_timeout_secs through a real gateway (docs/config-at-a-glance.md#limits): a wall-clock cap
 on each upstream request, connect through the last body byte.
 
 - before the first byte the capped attempt is a transport failure and the walk fails over;

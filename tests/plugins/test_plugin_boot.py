@@ -1,7 +1,7 @@
 """Boot-time validation and trust: each case refused (or admitted) with its exact reason, at boot
 (``load_plugins``) and by ``--list-plugins`` (``list_plugins_lines``).
 
-Source: seeds 001 "plugins", "Startup validation summary" (plugin rows); issue 4 tests list.
+Source: docs/plugins.md, docs/configuration.md#startup-checks (plugin rows); issue 4 tests list.
 """
 from __future__ import annotations
 

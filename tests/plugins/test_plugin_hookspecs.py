@@ -1,7 +1,7 @@
 """The pluggy ABI: the six hookspecs are documented and typed, each has a test named after it, and
 binding enforces the contract (check_pending, required hooks, transport version, kind).
 
-Source: seeds 003 "kind: hook plugin ABI"; STYLE.md §3 (meta-test over the live hook relay).
+Source: docs/plugins.md#the-abi (meta-test over the live hook relay).
 """
 from __future__ import annotations
 

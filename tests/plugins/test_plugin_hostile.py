@@ -2,7 +2,7 @@
 is written under or outside the staging directory. The same rules hold inside the wheel, even when
 the signature is valid (a compromised publisher key).
 
-Source: cases C050 (a)-(h); ORIGINAL.md §5.1 (unpack); seeds 001 "plugins" (fail-closed).
+Source: cases C050 (a)-(h); docs/plugins.md (fail-closed).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Manifest schema, canonical signing bytes (against docs/plugin-format.md's test vector), ed25519,
 strict semver, and the ``plugins:`` config block.
 
-Source: ORIGINAL.md §5.2; seeds 001 "plugins"; docs/plugin-format.md.
+Source: docs/plugins.md; docs/plugin-format.md.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """busbar-plugin-pack: keygen, pack (signing, refusing unsigned, self-check), verify, inspect, and
 a clear one-line error for every misuse.
 
-Source: ORIGINAL.md §5.4; issue 4 (tools/plugin-pack).
+Source: issue 4 (tools/plugin-pack).
 """
 from __future__ import annotations
 

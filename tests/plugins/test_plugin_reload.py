@@ -1,7 +1,7 @@
 """Hot reload: SIGHUP rescans plugins.dir and swaps the set atomically; a failed reload keeps the
 running set and logs why; traffic never sees a failed request while plugins come and go.
 
-Source: issue 4 (hot reload); STYLE.md §3 (a reload swaps a new registry in whole).
+Source: issue 4 (hot reload) (a reload swaps a new registry in whole).
 """
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 busbar_call into typed methods, grants enforced by the kernel, secret references through a secret
 plugin, the testing harness and the HTTP sidecar (the same class, out of process).
 
-Source: seeds 003 "The wire, precisely", "The gate reply arms", "Management messages",
-"Access grants"; seeds 001 "providers" (``{ module: <secret-plugin> }``).
+Source: docs/hooks.md#what-a-hook-receives, docs/hooks.md#what-a-gate-may-answer, docs/hooks.md#management-messages,
+docs/plugins.md#grants; docs/config-at-a-glance.md#providers (``{ module: <secret-plugin> }``).
 """
 from __future__ import annotations
 

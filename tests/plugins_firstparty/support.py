@@ -1,5 +1,5 @@
 """Shared test material: the projects under test, a programmable loopback HTTP server, payloads
-shaped exactly as seeds 000 "The decision payload" and seeds 003 "The wire, precisely" specify."""
+shaped exactly as docs/hooks.md#what-a-hook-receives specifies."""
 from __future__ import annotations
 
 import json
@@ -34,7 +34,7 @@ PROJECTS: dict[str, dict[str, Any]] = {
 # ------------------------------------------------------------------------------- payloads
 
 def request(**fields: Any) -> dict[str, Any]:
-    """A request projection (seeds 003 "What a gate receives"); optional fields only when given."""
+    """A request projection (docs/hooks.md#what-a-hook-receives); optional fields only when given."""
     req: dict[str, Any] = {"request_id": "req-1", "pool": "smart", "ingress_protocol": "anthropic",
                            "message_count": 1, "has_tools": False, "total_chars": 12, "stream": False}
     req.update(fields)

@@ -1,7 +1,7 @@
 """tools/build-plugins builds and signs both first-party hook plugins, and the kernel's own loader
 accepts them as ``first-party`` with zero trust configuration and runs them.
 
-Source: docs/releasing.md "First-party plugins"; seeds 003 "First-party hook plugins (1.5.0)".
+Source: docs/releasing.md#first-party-plugins; docs/hooks-firstparty.md.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """busbar-headroom-hook, loaded from its signed tarball: it compresses what it can prove is the whole
 request, abstains on everything else, never corrupts a request, and reports what it saved.
 
-Source: seeds 003 "First-party hook plugins (1.5.0)" (Headroom), "The gate reply arms" (rewrite:
+Source: docs/hooks-firstparty.md (Headroom), docs/hooks.md#what-a-gate-may-answer (rewrite:
 body form, not index-aligned), "Management messages" (status metrics, configure ack).
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """examples/hooks/pii-guard: a ``prompt: ro`` gate (wired with ``on_error: reject``) that rejects with
 451 a request carrying an unredacted SSN-like or card-like number.
 
-Source: seeds 003 "The gate reply arms" (reject: the PII-screen primitive), "Access grants",
+Source: docs/hooks.md#what-a-gate-may-answer (reject: the PII-screen primitive), docs/plugins.md#grants,
 "What Busbar guarantees when a hook misbehaves" (on_error: reject for security gates).
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""examples/hooks/smart-router: seeds 002's policy, in-process (signed tarball) and as a sidecar
+"""examples/hooks/smart-router: the docs/hooks-firstparty.md policy, in-process (signed tarball) and as a sidecar
 (``python -m busbar_sdk.sidecar smart_router:plugin`` in its own process), byte-identical.
 
-Source: seeds 002 (classify / score / sort; the two walk-throughs); seeds 000 "The decision
-payload"; seeds 003 "The sidecar wire contract".
+Source: docs/hooks-firstparty.md#the-smart-router-example (classify / score / sort; the two worked requests);
+docs/hooks.md#what-a-hook-receives; docs/hooks-firstparty.md#busbar-webrequest-hook.
 """
 from __future__ import annotations
 
@@ -92,14 +92,16 @@ def router(load_plugin):
 
 
 def test_walkthrough_a_tools_go_to_fable_first(router) -> None:
-    """Seeds 002, request A: has_tools -> agent/code, favourite fable: {"order":[0,2,3,1]}."""
+    """docs/hooks-firstparty.md#the-smart-router-example, first request: has_tools -> agent/code, favourite fable:
+    {"order":[0,2,3,1]}."""
     assert router.open({}).call(REQUEST_A) == {"order": [0, 2, 3, 1]}
     scores = _scores(REQUEST_A)
     assert scores == pytest.approx({0: 0.90, 2: 0.68, 3: 0.65, 1: 0.46}, abs=0.006)
 
 
 def test_walkthrough_b_single_shot_goes_to_haiku_first(router) -> None:
-    """Seeds 002, request B: one message, no stream -> batch, favourite haiku: {"order":[3,2,1,0]}."""
+    """docs/hooks-firstparty.md#the-smart-router-example, second request: one message, no stream -> batch, favourite
+    haiku: {"order":[3,2,1,0]}."""
     assert router.open({}).call(REQUEST_B) == {"order": [3, 2, 1, 0]}
     scores = _scores(REQUEST_B)
     assert scores == pytest.approx({3: 1.27, 2: 0.78, 1: 0.49, 0: 0.30}, abs=0.006)

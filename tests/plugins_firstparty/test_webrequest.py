@@ -1,6 +1,6 @@
 """busbar-webrequest-hook, loaded from its signed tarball, against real loopback HTTP sidecars.
 
-Source: seeds 003 "Webrequest", "The sidecar wire contract", "Management messages"; handout C032
+Source: docs/hooks-firstparty.md#busbar-webrequest-hook, docs/hooks.md#management-messages; C032
 (SSRF at config and at connect time), C035 (a slow hook is bounded).
 """
 from __future__ import annotations

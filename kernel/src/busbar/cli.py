@@ -16,7 +16,7 @@ below their recorded version (docs/plugins.md#downgrade-protection). Exit status
 config (one line per fault on stderr, never
 a traceback), 1 any other start-up failure (e.g. the listen address is taken).
 
-Source: seeds 001 "Environment variables", "listen"; ORIGINAL §2.22.
+Source: docs/config-at-a-glance.md#listen
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ most plugins return, the errors, and the version constants. Submodules: :mod:`bu
 (the signed tarball format, for tools), :mod:`busbar_sdk.testing` (load a packed plugin as the
 kernel does), :mod:`busbar_sdk.sidecar` (serve the same class over HTTP).
 
-Importing the sdk does no I/O. Source: seeds 003 "kind: hook plugin ABI"; STYLE.md §1, §3.
+Importing the sdk does no I/O. Source: docs/plugins.md#the-abi
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ signature) is *not* decided here: structure is independent of trust.
 :func:`write_artifact` is the packer's writer: deterministic bytes (GNU tar, mode 0644, mtime 0,
 uid/gid 0, gzip mtime 0).
 
-Source: ORIGINAL.md §5.1, §5.2 (validation phase 1); seeds 001 "plugins" (fail-closed); C050.
+Source: docs/plugins.md (fail-closed); C050.
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ Subclass the base for your kind, override the methods you need, and export it::
 ``busbar_call(handle, payload)`` calls ``handle.handle(payload)``, which parses the message into
 its model, calls the typed method and serializes the reply arm back to a dict.
 
-Source: seeds 003 "kind: hook plugin ABI"; ORIGINAL.md §5.3 (SDK ``HookHandler`` defaults per op).
+Source: docs/plugins.md#the-abi.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ hooks, checks the transport version and the reported kind, and returns a
 :class:`PluginBinding`: the typed facade, one attribute per hook, holding the implementation
 functions themselves so the hot path pays one Python call, not pluggy's dispatch loop.
 
-Source: seeds 003 "kind: hook plugin ABI"; STYLE.md §3 (typed facade, ``check_pending``).
+Source: docs/plugins.md#the-abi (typed facade, ``check_pending``).
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ Tree::
      ├── PayloadError           a wire message does not match its typed model
      └── BuildError             building a wheel from a project directory failed
 
-Source: STYLE.md §4 (one base per distribution, the tree drawn here).
+One base per distribution, the tree drawn here.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ a module of the environment), refuses a top-level name the environment already p
 may not shadow ``json`` or ``pydantic``), and records which modules each plugin owns so a hot
 reload can detach them, import a new version, and either forget the old ones or put them back.
 
-Source: seeds 001 "plugins" (loading); STYLE.md §3 (registry swapped whole on reload).
+Source: docs/plugins.md (loading) (registry swapped whole on reload).
 """
 from __future__ import annotations
 

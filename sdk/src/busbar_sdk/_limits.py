@@ -4,7 +4,7 @@ Every limit is checked *before* the bytes it guards are decompressed or written,
 member or a decompression bomb is refused having cost at most the limit. The kernel passes its own
 ``Limits`` to the loader; the defaults fit any reasonable pure-Python plugin.
 
-Source: ORIGINAL.md §5.1 (bounded reads); cases C050 (h).
+Source: cases C050 (h).
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ and serialize the remaining object as sorted-key compact JSON in UTF-8.
 
 Nothing here does I/O or trusts anything; parse errors raise :class:`ArtifactError`.
 
-Source: ORIGINAL.md §5.2 (``Manifest``, ``canonical_manifest_bytes``); seeds 001 "plugins".
+Source: docs/plugins.md.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ _TEXT_MAX = 4096
 
 
 class Needs(BaseModel):
-    """The maximum grant the plugin may receive (seeds 003 "Access grants").
+    """The maximum grant the plugin may receive (docs/plugins.md#grants).
 
     The kernel projects per ``min(needs, operator grant)`` on the ladder ``no < ro < rw``.
     """

@@ -7,11 +7,11 @@
   ``{"pass": true}`` (not mine: try the next chain module).
 * store: ``{"op": <operation>, "args": {...}}`` -> ``{"result": <JSON>}`` |
   ``{"error": {"kind", "message"}}``; the operation vocabulary belongs to the kernel's store
-  subsystem (ORIGINAL.md §5.3 lists the original's, snake_cased here: ``put_key``,
-  ``get_key``, ``list_keys``, ``add_usage``, ``append_audit``, ...).
+  subsystem (snake_cased: ``put_key``, ``get_key``, ``list_keys``, ``add_usage``,
+  ``append_audit``, ...).
 
-Source: seeds 001 "store", "auth plugins", "providers" (``{ module: <secret-plugin> }``);
-ORIGINAL.md §5.3 (Store, Secret, Auth payloads).
+Source: docs/config-at-a-glance.md#store, docs/config-at-a-glance.md#auth, docs/config-at-a-glance.md#providers (``{
+module: <secret-plugin> }``); docs/stores.md#the-plugin-wire.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 On the sidecar wire a management message is recognised by a top-level ``configure``,
 ``describe`` or ``status`` key; in-process it is the same dict over ``busbar_call``.
 
-Source: seeds 003 "Management messages: configure, describe, status"; ORIGINAL.md §2.11.
+Source: docs/hooks.md#management-messages
 """
 from __future__ import annotations
 

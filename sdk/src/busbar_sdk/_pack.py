@@ -4,7 +4,7 @@ The logic behind ``busbar-plugin-pack pack`` and ``busbar_sdk.testing.pack``; th
 arguments. The result is checked with :func:`read_artifact`, the loader's own structural
 validation, before anyone writes it to disk.
 
-Source: ORIGINAL.md §5.4 (``busbar-plugin-pack``); STYLE.md §1 (the pack tool is the CLI only).
+The pack tool is the CLI only; see docs/plugin-format.md.
 """
 from __future__ import annotations
 

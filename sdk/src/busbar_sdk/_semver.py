@@ -4,7 +4,7 @@
 prefix. Build metadata is ignored for precedence. Used for manifest ``version`` and for
 ``plugins.min_versions`` floors.
 
-Source: ORIGINAL.md §5.2 (``version``: strict MAJOR.MINOR.PATCH); https://semver.org/#spec-item-11.
+Source: https://semver.org/#spec-item-11.
 """
 from __future__ import annotations
 

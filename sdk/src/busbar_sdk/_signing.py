@@ -4,7 +4,6 @@ Keys travel as hex: a private key is its 32-byte *seed* (64 hex, ``BUSBAR_SIGN_K
 key is its raw 32 bytes (64 hex, ``plugins.trust.publishers[].public_key``), a signature is 64
 bytes (128 hex, ``manifest.signature``).
 
-Source: ORIGINAL.md §5.2 (``sign``), §5.4 (``keygen``).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 hookspecs. ``abi_version`` in a manifest is the per-kind *payload* version; the kernel accepts a
 manifest whose ``abi_version`` lies in ``SUPPORTED_ABI_VERSIONS[kind]`` (inclusive).
 
-Source: seeds 003 "kind: hook plugin ABI"; ORIGINAL.md §5.2 (abi ranges), §5.3.
+Source: docs/plugins.md#the-abi
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ writes into a temporary sibling directory and renames it into place only after e
 passed, and returns the list of files it wrote: the only list anything may ever delete (a wheel's
 own ``RECORD`` is never consulted).
 
-Source: ORIGINAL.md §5.1; cases C050; PEP 427 (wheel layout); PyPA entry-points specification.
+Source: cases C050; PEP 427 (wheel layout); PyPA entry-points specification.
 """
 from __future__ import annotations
 

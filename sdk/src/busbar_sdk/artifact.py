@@ -4,7 +4,7 @@ structural validation, wheel inspection and safe extraction, packing.
 The kernel's loader and ``busbar-plugin-pack`` both import from here; this is the one definition
 of the format (docs/plugin-format.md describes it for other languages).
 
-Source: ORIGINAL.md §5; STYLE.md §1 ("one owner for shared logic").
+One owner for shared logic; the format is docs/plugin-format.md.
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The plugin ABI: six pluggy hookspecs, project ``busbar``, mirroring seed 003's six C symbols.
+"""The plugin ABI: six pluggy hookspecs, project ``busbar``, one per entry point of the ABI
+(docs/plugins.md#the-abi).
 
 Every plugin (hook, store, secret, auth) implements the same six kind-neutral hooks; what differs
 per kind is the JSON payload vocabulary carried by :func:`busbar_call`. A plugin may implement
@@ -46,8 +47,8 @@ Two optional *capabilities* are attributes of the ``busbar_call`` implementation
 :func:`busbar_acall` (``busbar_call.busbar_acall = async def ...``: an async twin). They are
 declared below with the same contract sections as the hooks (``CAPABILITY_NAMES``).
 
-Source: seeds 003 "kind: hook plugin ABI", "The wire, precisely", "Management messages";
-ORIGINAL.md §5.3. Added in 1.5.0 (transport version 1).
+Source: docs/plugins.md#the-abi, docs/hooks.md#what-a-hook-receives, docs/hooks.md#management-messages.
+Added in 1.5.0 (transport version 1).
 """
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ def busbar_abi() -> int:
     On error: an exception, a non-``int`` or any value other than the kernel's transport version
     aborts the boot naming the file (on a reload: the reload fails and the running set stays).
 
-    Grants: none. Source: seeds 003 "kind: hook plugin ABI" (TRANSPORT_VERSION = 1).
+    Grants: none. Source: docs/plugins.md#the-abi (TRANSPORT_VERSION = 1).
     Added: 1.5.0.
     """
     raise NotImplementedError
@@ -127,7 +128,7 @@ def busbar_plugin_kind() -> str:
 
     On error: an exception or a non-``str`` aborts the boot naming the file.
 
-    Grants: none. Source: seeds 003 "kind: hook plugin ABI" (kind cross-checked at load).
+    Grants: none. Source: docs/plugins.md#the-abi (kind cross-checked at load).
     Added: 1.5.0.
     """
     raise NotImplementedError
@@ -156,7 +157,7 @@ def busbar_open(settings: dict[str, Any]) -> object:
     at boot it aborts the boot (fail-closed: an auth, store or secret module that cannot open
     never silently degrades).
 
-    Grants: none. Source: seeds 003 "kind: hook plugin ABI"; ORIGINAL.md §5.3 (``busbar_open``).
+    Grants: none. Source: docs/plugins.md#the-abi.
     Added: 1.5.0.
     """
     raise NotImplementedError
@@ -223,8 +224,8 @@ def busbar_call(handle: object, payload: dict[str, Any]) -> dict[str, Any]:
     ``ro``; it strips them from the payload otherwise, and refuses a ``rewrite`` reply unless the
     effective prompt grant is ``rw``.
 
-    Source: seeds 003 "The wire, precisely", "The gate reply arms", "Management messages", "kind:
-    hook plugin ABI". Added: 1.5.0.
+    Source: docs/hooks.md#what-a-hook-receives, docs/hooks.md#what-a-gate-may-answer,
+    docs/hooks.md#management-messages, docs/plugins.md#the-abi. Added: 1.5.0.
     """
     raise NotImplementedError
 
@@ -251,7 +252,7 @@ def busbar_free(handle: object, obj: object) -> None:
 
     On error: logged on ``busbar.plugins`` and ignored.
 
-    Grants: none. Source: ORIGINAL.md §5.3 (``busbar_free``). Added: 1.5.0.
+    Grants: none. Added: 1.5.0.
     """
     raise NotImplementedError
 
@@ -272,7 +273,7 @@ def busbar_close(handle: object) -> None:
 
     On error: logged on ``busbar.plugins`` and ignored (a broken close never blocks shutdown).
 
-    Grants: none. Source: ORIGINAL.md §5.3 (``busbar_close``). Added: 1.5.0.
+    Grants: none. Added: 1.5.0.
     """
     raise NotImplementedError
 

@@ -11,7 +11,7 @@ Example::
     msg = parse_hook_message({"op": "decide", "request": {"pool": "chat"}, "candidates": [{"idx": 0}]})
     reply = Order(order=[c.idx for c in msg.candidates]).to_wire()   # {"order": [0]}
 
-Source: seeds 003 "The wire, precisely" (message discrimination, evolvability).
+Source: docs/hooks.md#what-a-hook-receives (message discrimination, evolvability).
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ process::
 
 or from a shell: ``python -m busbar_sdk.sidecar my_hook:plugin --port 8787``.
 
-HTTP mapping (seeds 003 "The wire, precisely"): any path, ``POST`` with a JSON object body;
+HTTP mapping (docs/hooks.md#what-a-hook-receives): any path, ``POST`` with a JSON object body;
 ``200`` with the reply JSON (``{}`` = abstain, also for ``notify`` and unknown ops); ``400`` for an
 empty or non-JSON body, ``413`` above ``max_body_bytes``, ``405`` for other methods, ``500`` when
 the plugin raised or returned a non-dict. Non-200 statuses are transport errors on the Busbar
@@ -28,7 +28,7 @@ event loop, saving the thread hand-off. Keep-alive connections are not timed out
 
 The forwarder requires ``https://`` for a remote sidecar; put TLS in front (or bind loopback).
 
-Source: seeds 003 "Webrequest", "The sidecar wire contract".
+Source: docs/hooks-firstparty.md#busbar-webrequest-hook.
 """
 from __future__ import annotations
 

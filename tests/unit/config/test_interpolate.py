@@ -1,4 +1,5 @@
-"""``${VAR}`` interpolation: seeds 001 "Environment interpolation" (syntax, error cases, structural check)."""
+"""``${VAR}`` interpolation: docs/security.md#5-var-interpolation-structure-preserving (syntax, error cases, structural
+check)."""
 from __future__ import annotations
 
 import busbar.config.interpolate as interp

@@ -1,4 +1,4 @@
-"""Property tests for the structural-equivalence check (seeds 001 "Environment interpolation").
+"""Property tests for the structural-equivalence check (docs/security.md#5-var-interpolation-structure-preserving).
 
 - Soundness: whatever the value, interpolation either refuses or yields a document with the template's shape.
 - No false positives: punctuation that does not change the shape (quoted scalars, block scalars, comments)

@@ -1,6 +1,6 @@
-"""``busbar --migrate-config``: 1.x configs (seeds 002's 1.2-era pools, a representative 1.4.x config) convert
-to 1.5.0 configs that pass validation once plugins are enabled; judgment calls become TODO(migrate) /
-WARNING(migrate) comments (seeds 001 "Migrating a 1.4.x config")."""
+"""``busbar --migrate-config``: 1.x configs (docs/hooks-firstparty.md's 1.2-era pools, a representative 1.4.x config)
+convert to 1.5.0 configs that pass validation once plugins are enabled; judgment calls become TODO(migrate) /
+WARNING(migrate) comments (docs/configuration.md#migrating-from-1x)."""
 from __future__ import annotations
 
 import re

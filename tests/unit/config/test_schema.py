@@ -1,5 +1,5 @@
-"""The typed model: seeds 001 defaults, strictness, the JSON Schema export and the generated
-docs/config-at-a-glance.md (seeds 001 "config.yaml" and every subsection)."""
+"""The typed model: docs/configuration.md defaults, strictness, the JSON Schema export and the generated
+docs/config-at-a-glance.md (docs/configuration.md#sections and every subsection)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,8 +28,8 @@ from pydantic import BaseModel
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_defaults_are_the_seeds() -> None:
-    """Seeds 001 tables "Field / Type / Default"."""
+def test_defaults_are_the_documented_ones() -> None:
+    """Defaults as docs/config-at-a-glance.md lists them."""
     assert TripConfig().model_dump() == {"mode": "error_rate", "window_secs": 30, "threshold": 0.5,
                                          "min_requests": 5, "consecutive_n": 3}
     br = BreakerConfig()

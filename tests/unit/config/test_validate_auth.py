@@ -1,4 +1,5 @@
-"""Startup validation rows for listeners, tls, auth: and store: (seeds 001 "listen", "tls", "auth",
+"""Startup validation rows for listeners, tls, auth: and store: (docs/config-at-a-glance.md#listen,
+docs/config-at-a-glance.md#tls, docs/config-at-a-glance.md#auth,
 "store", "plugins", "Startup validation summary"): one minimal config per row, the exact line."""
 from __future__ import annotations
 

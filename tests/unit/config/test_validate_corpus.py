@@ -1,5 +1,5 @@
-"""Every YAML example seeds 000, 001 and 003 present as valid validates (seeds 001 "config.yaml" sections,
-"Minimal working example", "Full annotated example"; seeds 000 "Routing"; seeds 003 "Hooks").
+"""Every YAML example the docs present as valid validates (docs/configuration.md#sections,
+docs/hooks.md#configuring, docs/routing.md).
 
 Corpus: ``tests/data/config_corpus/valid/<seed>-<section>.yaml``. Each file is the seed's example copied
 verbatim (first YAML document; its ``#|`` header names the seed lines, the env vars it needs and any
@@ -143,7 +143,7 @@ def test_full_example_names_what_this_build_does_not_support() -> None:
 
 
 def test_minimal_example_defaults() -> None:
-    """Seeds 001 "Minimal working example": listen defaults to 0.0.0.0:8080, no auth gate, no pools."""
+    """The minimal config of README.md: listen defaults to 0.0.0.0:8080, no auth gate, no pools."""
     loaded = load_case(parse_corpus(CORPUS / "001-minimal-example.yaml"), check_support=True)
     cfg = loaded.config
     assert cfg.listen == "0.0.0.0:8080" and cfg.admin_listen == "127.0.0.1:8081"

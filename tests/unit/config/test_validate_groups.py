@@ -1,5 +1,6 @@
-"""Startup validation rows for groups:, their limits and rate_card: (seeds 001 "groups", "rate_card and
-per_request_fee", "Startup validation summary"): one minimal config per row, the exact line."""
+"""Startup validation rows for groups:, their limits and rate_card: (docs/config-at-a-glance.md#groups,
+docs/config-at-a-glance.md#rate_card, docs/configuration.md#startup-checks): one minimal config per row, the exact
+line."""
 from __future__ import annotations
 
 import textwrap

@@ -1,5 +1,5 @@
-"""Startup validation rows for pool hooks and global_hooks (seeds 001 "Pool hooks: ordering and gates",
-"Startup validation summary"; seeds 003 "Access grants", "What Busbar guarantees when a hook misbehaves")."""
+"""Startup validation rows for pool hooks and global_hooks (docs/configuration.md, docs/hooks.md#configuring,
+docs/configuration.md#startup-checks; docs/plugins.md#grants, docs/hooks.md#fail-safety)."""
 from __future__ import annotations
 
 import textwrap
@@ -183,8 +183,8 @@ def test_global_hooks_take_refs_only_and_bare_no_is_the_no_grant() -> None:
 
 
 def test_hook_ref_defaults_are_the_seeds() -> None:
-    """Seeds 001 "Module-ref typed fields": timeout_ms 1, on_error nothing, on_empty reject, prompt/user no,
-    priority 0, at request; kind gate in a pool list, tap in global_hooks."""
+    """Module-ref typed fields (docs/hooks.md#configuring): timeout_ms 1, on_error nothing, on_empty reject,
+    prompt/user no, priority 0, at request; kind gate in a pool list, tap in global_hooks."""
     ref = HookRef(module="m")
     assert (ref.timeout_ms, ref.on_error, ref.on_empty, ref.prompt, ref.user, ref.priority, ref.at) == \
         (1, "nothing", "reject", "no", "no", 0, "request")

@@ -1,6 +1,6 @@
 """The load pipeline: 1.x refusal, YAML faults, shape faults at every level, interpolation faults, and
-"never a traceback" (seeds 001 "Startup validation summary", "Environment interpolation", "Migrating a
-1.4.x config"; STYLE.md §4)."""
+"never a traceback" (docs/configuration.md#startup-checks, docs/security.md#5-var-interpolation-structure-preserving,
+docs/configuration.md#migrating-from-1x."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Validation of limits:, observability:, metrics:, security: and advanced: (seeds 001 "limits",
+"""Validation of limits:, observability:, metrics:, security: and advanced: (docs/config-at-a-glance.md#limits,
 "observability", "security", "Full annotated example" metrics:)."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Startup validation rows for pools: (seeds 001 "Startup validation summary"; "pools", "breaker",
-"failover", "on_exhausted", "affinity"): one minimal config per row, the exact line."""
+"""Startup validation rows for pools: (docs/configuration.md#startup-checks, docs/config-at-a-glance.md#pools,
+docs/reliability.md): one minimal config per row, the exact line."""
 from __future__ import annotations
 
 import textwrap

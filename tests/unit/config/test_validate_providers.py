@@ -1,5 +1,6 @@
-"""Startup validation rows for providers.yaml, config.yaml providers: and models: (seeds 001 "Startup
-validation summary"; "providers", "models", "security"): one minimal config per row, the exact line."""
+"""Startup validation rows for providers.yaml, config.yaml providers: and models:
+(docs/configuration.md#startup-checks, docs/config-at-a-glance.md#providers, docs/config-at-a-glance.md#models,
+docs/config-at-a-glance.md#security): one minimal config per row, the exact line."""
 from __future__ import annotations
 
 import textwrap

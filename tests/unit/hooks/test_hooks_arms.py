@@ -1,8 +1,8 @@
 """Every reply arm through the real request path (``forward``): exact status, body, headers,
 upstream traffic and metrics.
 
-Source: seeds 003 "The gate reply arms", "The wire, precisely"; seeds 000 "The reply",
-"Observability".
+Source: docs/hooks.md#what-a-gate-may-answer, docs/hooks.md#what-a-hook-receives,
+docs/hooks.md#observability.
 """
 from __future__ import annotations
 

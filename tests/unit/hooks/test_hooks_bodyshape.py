@@ -2,7 +2,7 @@
 
 ``busbar.hooks.bodyshape.body_sizes`` is a fast path: whenever it answers, the answer must equal
 ``ir_sizes(read_request(body))`` and the dialect's reader must accept the body without an error (so
-a malformed body still gets the same 400 from the IR). Source: seeds 003 "What a gate receives".
+a malformed body still gets the same 400 from the IR). Source: docs/hooks.md#what-a-hook-receives.
 """
 from __future__ import annotations
 

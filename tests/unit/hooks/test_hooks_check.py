@@ -1,7 +1,7 @@
 """Boot-time hook faults against the loaded plugin set: one exact line each, all at once.
 
-Source: seeds 001 "Startup validation summary" (hook rows), "Pool hooks: ordering and gates";
-seeds 003 "What Busbar guarantees when a hook misbehaves" (on_error chains proven terminating).
+Source: docs/configuration.md#startup-checks (hook rows), docs/hooks.md#configuring.
+docs/hooks.md#fail-safety (on_error chains proven terminating).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A pool whose only decide gate declares ``busbar_inline`` is decided by ``fire_inline`` (no task,
 future or wait; its candidate list handed over, not copied). Same outcomes as the worker path for
 every failure and ``on_error``, same isolation of what later hooks see, same reject and restrict
-handling. Source: seeds 003 "What Busbar guarantees when a hook misbehaves", "The gate reply arms".
+handling. Source: docs/hooks.md#fail-safety, docs/hooks.md#what-a-gate-may-answer.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Management messages: configure (exact-echo ack), describe (schema), status (bounded metrics).
 
-Source: seeds 003 "Management messages: configure, describe, status"; ORIGINAL.md §2.11.
+Source: docs/hooks.md#management-messages
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Fail-safety: a slow, crashed, garbage-returning or saturated gate, under every ``on_error``.
 
-Source: seeds 003 "What Busbar guarantees when a hook misbehaves"; seeds 000 "Fail-safety:
-on_error"; handout C035 (a slow hook is cut at its deadline and its on_error applied).
+Source: docs/hooks.md#fail-safety; C035 (a slow hook is cut at its deadline and its on_error applied).
 """
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 No worker thread: the call is awaited (a single gate) or run as a task next to the other gates, and
 the deadline cancels it (a deadline that really stops the call). Every failure follows ``on_error``
-as on the thread path; the seam keeps grants in both directions. Source: seeds 003 "What Busbar
-guarantees when a hook misbehaves", "Access grants"; handout C035.
+as on the thread path; the seam keeps grants in both directions. Source: docs/hooks.md#fail-safety,
+docs/plugins.md#grants; C035.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The projection a hook is sent, and grants enforced in both directions.
 
-Source: seeds 000 "The decision payload", "The routing signals"; seeds 003 "Access grants", "What a
-gate receives", "The wire, precisely" (optional fields absent, not null).
+Source: docs/hooks.md#what-a-hook-receives, docs/hooks.md#native-strategies; docs/plugins.md#grants,  (optional fields
+absent, not null).
 """
 from __future__ import annotations
 

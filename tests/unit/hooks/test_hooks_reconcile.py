@@ -1,6 +1,7 @@
 """Reconcile: the pure rules (table and properties) and three concurrent gates through the request path.
 
-Source: seeds 003 "Gates fire concurrently", "Ordering"; seeds 001 "Pool hooks: ordering and gates".
+Source: docs/hooks.md#reconcile-several-gates-one-decision, docs/hooks.md#native-strategies; docs/configuration.md,
+docs/hooks.md#configuring.
 """
 from __future__ import annotations
 

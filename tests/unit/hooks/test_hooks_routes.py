@@ -1,8 +1,8 @@
 """Where hooks apply: direct model routes (no bypass around a global gate), fallback pools, bad
 bodies, and the engine swap of a plugin hot reload.
 
-Source: seeds 003 "Inline instances (no registry)" (global_hooks attach to every request); seeds 001
-"on_exhausted"; issue 4 (hot reload swaps whole).
+Source: docs/hooks.md#configuring (global_hooks attach to every request);
+docs/reliability.md#when-nothing-can-be-tried-on_exhausted; issue 4 (hot reload swaps whole).
 """
 from __future__ import annotations
 

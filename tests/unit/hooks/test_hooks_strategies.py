@@ -1,6 +1,6 @@
 """Native strategies: each ranking, its demotions and abstains, and the zero-cost weighted floor.
 
-Source: seeds 000 "Native strategies", "The routing signals"; ORIGINAL.md §2.12.
+Source: docs/hooks.md#native-strategies
 """
 from __future__ import annotations
 

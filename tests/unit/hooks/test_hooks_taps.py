@@ -1,7 +1,7 @@
 """Taps: the four stages with their payloads, fire-and-forget delivery, drops and failures.
 
-Source: seeds 003 "Two kinds: tap and gate", "What Busbar guarantees when a hook misbehaves";
-handout C054 (b)-(d).
+Source: docs/hooks.md#taps, docs/hooks.md#fail-safety.
+C054 (b)-(d).
 """
 from __future__ import annotations
 

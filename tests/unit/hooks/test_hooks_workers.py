@@ -1,6 +1,6 @@
 """The bounded worker pool: results, saturation, abandoned jobs, both ways of waiting.
 
-Source: seeds 003 "What Busbar guarantees when a hook misbehaves" (saturated); handout C035.
+Source: docs/hooks.md#fail-safety (saturated); C035.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Real sockets to a raw HTTP/1.1 server on 127.0.0.1 (tests/support/rawhttp.py); DNS is an injected
 hosts table. Covers the seam's contract (status, headers, whole body, cancel-safe chunks, early close
 closes the connection, transport errors as UpstreamError), the SSRF guard at request and connect
-time (handout C032), and the pool limits of seed 001 "limits".
+time (C032), and the pool limits of docs/config-at-a-glance.md#limits.
 """
 from __future__ import annotations
 
@@ -163,7 +163,8 @@ async def test_transport_failures_are_upstream_errors() -> None:
 
 
 async def test_wall_clock_cap_ends_a_stream_that_never_stops() -> None:
-    """Seed 001 limits.upstream_request_timeout_secs: connect through the LAST byte, not per read."""
+    """limits.upstream_request_timeout_secs (docs/config-at-a-glance.md#limits): connect through the LAST byte, not per
+    read."""
     async def trickle(writer: asyncio.StreamWriter) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
         for _ in range(100):

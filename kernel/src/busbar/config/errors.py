@@ -13,7 +13,7 @@ What lives here: :class:`ConfigError`, :class:`Findings` (the collector every va
 to), :func:`key_path` and :func:`faults_from_validation` (pydantic errors -> fault lines). What must
 not: the rules themselves (``busbar.config.validate*``).
 
-Source: seeds 001 "Startup validation summary"; STYLE.md §4.
+Source: docs/configuration.md#startup-checks
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ parsed document so the loader need not parse twice) plus :class:`InterpolationEr
 secret references (``{ env: VAR }`` / ``{ file: ... }`` are resolved by :mod:`busbar.config.secrets`
 after parsing; they are NOT interpolation), schema checks, file I/O.
 
-Rules (seeds 001 "Environment interpolation"):
+Rules (docs/security.md#5-var-interpolation-structure-preserving):
 
 - Only the brace form ``${NAME}`` is expanded; bare ``$NAME`` is passed through unchanged. ``NAME`` is
   letters, digits and ``_``, not starting with a digit. The whole raw text is scanned, comments
@@ -39,7 +39,7 @@ Rules (seeds 001 "Environment interpolation"):
   variable(s) responsible are found by re-rendering with one real value at a time.
 - A config with no ``${`` costs one substring search: no parse, no copy.
 
-Source: seeds 001 "Environment interpolation" (syntax, error cases, structural-equivalence check),
+Source: docs/security.md#5-var-interpolation-structure-preserving (syntax, error cases, structural-equivalence check),
 "Startup validation summary" (``${VAR}`` unset, ``${}`` or unclosed ``${``).
 """
 from __future__ import annotations
@@ -123,7 +123,7 @@ def interpolate(text: str, env: Mapping[str, str], *, source: str = "config.yaml
         InterpolationError: every fault at once (see the module docstring). YAML errors are reported
             as faults too, without the offending line's text and without a traceback.
 
-    Source: seeds 001 "Environment interpolation".
+    Source: docs/security.md#5-var-interpolation-structure-preserving.
     """
     if "${" not in text:
         return text

@@ -14,8 +14,8 @@ Markers: ``governance:``, ``auth.mode``, ``auth.group_map``, ``auth.client_token
 ``pools.*.members[].target``, ``pools.*.on_exhausted.action`` (1.4.x wrapper), and the 1.2-era
 ``route:`` / ``policy:`` keys (top level or in a pool) and member ``cost_per_mtok``.
 
-Source: seeds 001 "Startup validation summary" (1.x config detected), "Migrating a 1.4.x config";
-seeds 002 (the 1.2-era keys); seeds 000 ("the old keys are hard startup errors that name the fix").
+Source: docs/configuration.md#startup-checks (1.x config detected), docs/configuration.md#migrating-from-1x.
+docs/hooks-firstparty.md (the 1.2-era keys); docs/hooks.md ("the old keys are hard startup errors that name the fix").
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ Stages, each reporting all of its faults before the pipeline stops:
 6. values and cross-references: ``busbar.config.validate`` (errors and warnings), and the keys this
    build cannot honour refused when set (``busbar.config.support``, docs/unsupported-keys.md).
 
-Path resolution (seeds 001 "Environment variables"): ``--config``/``BUSBAR_CONFIG`` else
+Path resolution (docs/configuration.md): ``--config``/``BUSBAR_CONFIG`` else
 ``/etc/busbar/config.yaml``; ``--providers``/``BUSBAR_PROVIDERS`` else
 ``/etc/busbar/providers.yaml`` when it exists, else the catalog shipped in the package.
 """

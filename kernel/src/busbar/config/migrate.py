@@ -38,9 +38,9 @@ top-level ``admin_auth``                   ``auth.admin_auth``
 The input is read raw (``${VAR}`` references pass through untouched). Unrecognized structure passes
 through unchanged (``--validate`` then names it); the migrator never raises on a mapping.
 
-Source: seeds 001 "Migrating a 1.4.x config", "Startup validation summary" (1.x config detected);
-seeds 002 (the 1.2-era ``route:`` / ``policy:`` / ``target:`` / ``cost_per_mtok`` config); seeds 003
-"Inline instances (no registry)"; ORIGINAL.md §2.1.
+Source: docs/configuration.md#migrating-from-1x, docs/configuration.md#startup-checks (1.x config detected).
+docs/hooks-firstparty.md (the 1.2-era ``route:`` / ``policy:`` / ``target:`` / ``cost_per_mtok`` config);
+docs/hooks.md#configuring
 """
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ function takes the document root (mutated in place) and the run's context (``mig
 ``todo(path, text)``, ``warning(path, text)``). What must not live here: the pool / hook conversions and
 the entry points (``busbar.config.migrate``).
 
-Source: seeds 001 "Migrating a 1.4.x config", "auth", "groups", "store"; ORIGINAL.md §2.1.
+Source: docs/stores.md, docs/configuration.md#migrating-from-1x, docs/config-at-a-glance.md#auth,
+docs/config-at-a-glance.md#groups, docs/config-at-a-glance.md#store
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ included, so the result interpolates exactly like the input did), otherwise doub
 PyYAML has no comment-preserving writer and the kernel takes no extra dependency for one, hence this
 small emitter. What must not live here: the conversions (``busbar.config.migrate``).
 
-Source: seeds 001 "Migrating a 1.4.x config" (``# TODO(migrate)`` / ``# WARNING(migrate)`` comments
+Source: docs/configuration.md#migrating-from-1x (``# TODO(migrate)`` / ``# WARNING(migrate)`` comments
 where a human must decide).
 """
 from __future__ import annotations

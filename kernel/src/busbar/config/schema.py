@@ -1,7 +1,7 @@
 """The one typed model of config.yaml (:class:`DeploymentConfig`) and providers.yaml (:class:`Catalog`).
 
-Every section and key of seeds 001 parses into these pydantic v2 models; unknown keys are rejected at
-every level and values are never coerced. Defaults are exactly seeds 001's. Section models live in
+Every section and key of docs/configuration.md parses into these pydantic v2 models; unknown keys are rejected at
+every level and values are never coerced. Defaults are exactly docs/configuration.md's. Section models live in
 ``schema_providers`` / ``schema_pools`` / ``schema_access`` / ``schema_ops`` and are re-exported here,
 so ``from busbar.config.schema import PoolConfig`` keeps working for the runtime.
 
@@ -25,7 +25,7 @@ Shape::
 
 The JSON Schema of both files is :func:`busbar.config.schema_export.config_json_schema`.
 
-Source: seeds 001 "config.yaml" and every subsection; seeds 003 "Inline instances (no registry)".
+Source: docs/configuration.md#sections and every subsection; docs/hooks.md#configuring.
 """
 from __future__ import annotations
 

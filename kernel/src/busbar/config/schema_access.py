@@ -8,8 +8,8 @@ An ``auth.chain`` / ``auth.admin_auth`` entry is written either as a bare module
 as a single-key map (``- ad: { max_admin_scope: full, settings: {...} }``); :meth:`AuthConfig.modules`
 gives both spellings one typed view, :class:`AuthModule`.
 
-Source: seeds 001 "auth" (incl. "auth.role_bindings", "auth plugins"), "groups", "rate_card and
-per_request_fee", "Virtual keys and enforcement".
+Source: docs/config-at-a-glance.md#auth, docs/config-at-a-glance.md#groups,
+docs/config-at-a-glance.md#rate_card, docs/config-at-a-glance.md#per_request_fee.
 """
 from __future__ import annotations
 

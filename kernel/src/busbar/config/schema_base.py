@@ -11,8 +11,9 @@ Union branches are told apart by a callable discriminator, so a ``{ env: 5 }`` s
 pydantic error locations; :data:`UNION_TAGS` lists them so :func:`busbar.config.errors.key_path` can
 drop them.
 
-Source: seeds 001 "config.yaml" (unknown keys fail closed at every level), "Environment
-interpolation" (secret references are not interpolation), "providers" (api_key).
+Source: docs/configuration.md#sections (unknown keys fail closed at every level),
+docs/security.md#5-var-interpolation-structure-preserving (secret references are not interpolation),
+docs/config-at-a-glance.md#providers (api_key).
 """
 from __future__ import annotations
 

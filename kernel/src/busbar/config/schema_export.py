@@ -12,7 +12,7 @@
 What must not live here: the models (``busbar.config.schema*``) or any hand-written key docs; the
 doc is only ever generated.
 
-Source: seeds 001 "config.yaml" ("Looking for a one-page map of every key? See Config at a glance").
+Source: docs/configuration.md#sections ("Looking for a one-page map of every key? See Config at a glance").
 """
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ Shapes and defaults only (every default is the seed's historical value, so omitt
 no-op); range checks and the SSRF verdicts on ``otlp_url`` / ``request_log_webhook_url`` are
 ``busbar.config.validate_ops``.
 
-Source: seeds 001 "limits", "observability", "tls", "store", "security", "advanced", "Full annotated
-example" (``metrics:``); ORIGINAL.md §2.25 (``advanced:`` keys).
+Source: docs/config-at-a-glance.md#limits, docs/config-at-a-glance.md#observability, docs/config-at-a-glance.md#tls,
+docs/config-at-a-glance.md#store, docs/config-at-a-glance.md#security, docs/config-at-a-glance.md#advanced,
+docs/configuration.md (``metrics:``).
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ Example::
       min_versions:
         acme-store-dynamo: "2.0.0"  # anti-downgrade floor; no opt-in bypasses it
 
-Source: seeds 001 "plugins"; ORIGINAL.md §2.13, §5.4 (config side).
+Source: docs/plugins.md.
 """
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ class PluginTrust(_Strict):
 
 
 class PluginsConfig(_Strict):
-    """``plugins:`` (seed 001). Defaults: disabled, ``dir: plugins``, empty trust, no floors.
+    """``plugins:`` (docs/configuration.md). Defaults: disabled, ``dir: plugins``, empty trust, no floors.
 
     Attributes:
         enabled: master switch; ``false`` means no tarball is discovered, validated or loaded.

@@ -7,9 +7,11 @@ fallback chain terminates, a hook list names one strategy, ... is ``busbar.confi
 YAML 1.1 reads a bare ``no`` as the boolean false: ``prompt: no`` / ``user: no`` arrive as ``False``
 and are read back as ``"no"`` here.
 
-Source: seeds 001 "pools" ("Members and weights", "Pool hooks: ordering and gates", "breaker",
-"failover", "on_exhausted", "affinity", "Context-length failover"); seeds 003 "Inline instances",
-"Access grants", "What Busbar guarantees when a hook misbehaves"; seeds 000 "Fail-safety: on_error".
+Source: docs/config-at-a-glance.md#pools (docs/reliability.md#selection, docs/hooks.md#configuring,
+docs/reliability.md#dispositions, docs/reliability.md#the-walk-and-the-first-byte-boundary,
+docs/reliability.md#when-nothing-can-be-tried-on_exhausted,
+docs/reliability.md#selection, docs/reliability.md#context-length-failover); docs/hooks.md#configuring,
+docs/plugins.md#grants, docs/hooks.md#fail-safety.
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ Shapes and defaults only; what the values must be (a known protocol, a path star
 SSRF-safe base_url, ``max_concurrent`` ≥ 1, ...) is ``busbar.config.validate_providers``, so every
 such fault is reported together with the others instead of stopping the parse.
 
-Source: seeds 001 "providers.yaml" ("Catalog fields", "Per-provider deployment overrides", "Health
-probing"), "providers", "models".
+Source: docs/config-at-a-glance.md#providersyaml (docs/catalog.md#fields, docs/reliability.md#health-probing),
+docs/config-at-a-glance.md#providers, docs/config-at-a-glance.md#models.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _str_keys(v: Any) -> Any:
 
 
 class HealthConfig(Strict):
-    """``health:`` active probing of a provider's lanes (seeds 001 "Health probing")."""
+    """``health:`` active probing of a provider's lanes (docs/reliability.md#health-probing)."""
 
     mode: Literal["none", "dead", "active"] = "none"
     """none: passive (breaker learns from traffic); dead: re-probe tripped lanes only; active: probe

@@ -11,7 +11,8 @@ one seam; the default reads the real file system (UTF-8). Reading is the only si
 Raises ``SecretError`` (one-line, names the key path) for an unset or empty variable, an unreadable
 or empty file, or a module reference when no secret plugin can serve it (or it serves an empty value).
 
-Source: seeds 001 "providers" (api_key), "tls", "auth" (signing_key, admin-tokens token).
+Source: docs/config-at-a-glance.md#providers (api_key), docs/config-at-a-glance.md#tls, docs/config-at-a-glance.md#auth
+(signing_key, admin-tokens token).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ line ``config.yaml: <key path>: <what is wrong>; <the fix>``. The rules live in 
 section, each a ``check(ctx)`` over a shared :class:`Context`:
 
 ==========================  =====================================================================
-module                      rows of seeds 001 "Startup validation summary"
+module rows of docs/configuration.md#startup-checks
 ==========================  =====================================================================
 ``validate_providers``      reserved provider/model names, protocol/auth/error_map values, path,
                             base_url + token_url SSRF and plaintext, oauth fields, provider
@@ -35,8 +35,8 @@ plugin loader (artifact validity, name conflicts, "does this module resolve to a
 plugin") run only when a ``plugins`` catalog is passed; without one the checks stop at "is
 plugins.enabled on".
 
-Source: seeds 001 "Startup validation summary", every section it refers to; seeds 003 "What Busbar
-guarantees when a hook misbehaves"; handout case C032 (one SSRF guard for every egress URL).
+Source: docs/configuration.md#startup-checks, every section it refers to; docs/hooks.md#fail-safety; C032 (one SSRF
+guard for every egress URL).
 """
 from __future__ import annotations
 

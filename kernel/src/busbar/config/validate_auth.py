@@ -1,10 +1,11 @@
 """Validation of the front door and the admin door: listeners, TLS, ``auth:``, ``store:``.
 
-Rows (seeds 001 "Startup validation summary"): auth.chain names an unknown module (keys, or a
+Rows (docs/configuration.md#startup-checks): auth.chain names an unknown module (keys, or a
 kind: auth plugin: needs plugins.enabled, and with the loader's catalog a loadable plugin),
 role_bindings faults (a binding under a module in no chain; a bound group that does not exist; a
 pool that does not exist), Admin token blank, Exposed admin without mTLS, Plugin store without
-plugins, Plugin store unresolved (with a catalog); the "listen" and "tls" rules of seeds 001
+plugins, Plugin store unresolved (with a catalog); the docs/config-at-a-glance.md#listen,
+docs/config-at-a-glance.md#tls rules of docs/configuration.md
 (host:port, PEM files that load); and the warnings chain: [] (open front door), admin_auth: []
 (open admin), the ephemeral memory store with the keys verifier.
 

@@ -1,9 +1,9 @@
 """Validation of ``groups:`` (the limit tree), group limits, ``rate_card:`` and ``per_request_fee``.
 
-Rows (seeds 001 "Startup validation summary"): Groups tree faults (a missing parent with a paste-ready
+Rows (docs/configuration.md#startup-checks): Groups tree faults (a missing parent with a paste-ready
 stub, a cycle with its path printed, a chain deeper than 8 groups), Malformed group limit (not exactly
 one metric key, a windowed metric without per:, concurrent with per:), Rate card incomplete (a
-paste-ready zeroed stub per missing model); and the field rules of seeds 001 "groups": a pool: scope
+paste-ready zeroed stub per missing model); and the field rules of docs/config-at-a-glance.md#groups: a pool: scope
 must name an existing pool, concurrent takes no pool:, on_exhaust: downgrade needs downgrade_to (a
 different existing pool), a pool: scope and the budget metric; child_default limits follow the same
 rules.

@@ -1,6 +1,6 @@
 """Validation of hook lists: each pool's ``hooks:`` and the top-level ``global_hooks:``.
 
-Rows (seeds 001 "Startup validation summary"): Pool hooks: names more than one ordering strategy; bare
+Rows (docs/configuration.md#startup-checks): Pool hooks: names more than one ordering strategy; bare
 name not a built-in strategy; Hook plugin subsystem disabled; Unknown hook module (only with the
 loader's plugin catalog); a plugin's settings against what its manifest settings schema declares
 (with a catalog that serves ``settings_schema_of``: ``required`` keys, ``x-busbar-egress-url`` URLs

@@ -1,17 +1,17 @@
 """Validation of ``limits:``, ``observability:``, ``metrics:``, ``security:`` and ``advanced:``.
 
-Seeds 001 rules: the limit fields are counts, sizes and durations (a 0 body cap or timeout would
-refuse every request; the "0 = unlimited" ones say so); ``reasoning_effort_budgets`` ascending and
+Rules (docs/config-at-a-glance.md#limits): the limit fields are counts, sizes and durations (a 0 body cap or timeout
+would refuse every request; the "0 = unlimited" ones say so); ``reasoning_effort_budgets`` ascending and
 > 0; ``otlp_url`` loopback http allowed, remote https, SSRF-guarded (RFC-1918, link-local, CGNAT,
 metadata refused); ``request_log_webhook_url`` https only, SSRF-guarded; ``metrics.buffer_seconds``
 ≥ 1; ``security.allow_all_metadata: true`` logs a startup warning. Both URLs go through the one
-SSRF guard (handout C032).
+SSRF guard (C032).
 """
 from __future__ import annotations
 
 from typing import Any
 
-# field -> minimum (0 where seeds 001 defines 0 as "unlimited" / "off")
+# field -> minimum (0 where docs/configuration.md defines 0 as "unlimited" / "off")
 _LIMIT_MIN = {
     "max_inbound_concurrent": 0, "request_body_max_bytes": 1, "upstream_request_timeout_secs": 1,
     "tls_handshake_timeout_secs": 1, "request_body_read_timeout_secs": 1, "pool_max_idle_per_host": 0,

@@ -1,9 +1,10 @@
 """Validation of ``pools:`` (everything but ``hooks:``, which is ``validate_hooks``).
 
-Rows (seeds 001 "Startup validation summary"): Pool name reserved, Pool name collision, Empty members,
+Rows (docs/configuration.md#startup-checks): Pool name reserved, Pool name collision, Empty members,
 weight: 0, model reference missing, failover.timeout_secs: 0, failover.exclusions dangling, Fallback
 pool cycle / self-reference / unknown, affinity.mode unknown, Breaker max_cooldown < base_cooldown;
-the field ranges of seeds 001 "breaker" / "failover" / "Members and weights"; and the warning
+the field ranges of docs/reliability.md#dispositions, docs/reliability.md#the-walk-and-the-first-byte-boundary,
+docs/reliability.md#selection; and the warning
 "Heterogeneous pool".
 
 A fallback cycle is reported once, at the first pool of the cycle in config order, with the path

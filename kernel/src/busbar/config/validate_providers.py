@@ -1,16 +1,16 @@
 """Validation of providers.yaml, config.yaml ``providers:`` and ``models:``.
 
-Rows (seeds 001 "Startup validation summary"): Provider name reserved, Protocol unknown, base_url SSRF,
+Rows (docs/configuration.md#startup-checks): Provider name reserved, Protocol unknown, base_url SSRF,
 base_url plaintext, error_map value unknown, auth value unknown, path malformed, Model name reserved,
 provider reference missing, max_concurrent: 0, max_requests: 0, default_max_tokens: 0; plus the
-field rules of seeds 001 "providers" / "models" (token_url / scope for oauth-client-credentials,
-attempt_timeout_ms ≥ 1, non-empty upstream_model), an api_key reference that is unset or resolves
-empty (a fault; docs/configuration.md#secret-references-and-interpolation) and the warning
+field rules of docs/config-at-a-glance.md#providers, docs/config-at-a-glance.md#models (token_url / scope for
+oauth-client-credentials, attempt_timeout_ms ≥ 1, non-empty upstream_model), an api_key reference that is unset or
+resolves empty (a fault; docs/configuration.md#secret-references-and-interpolation) and the warning
 "upstream_credentials: passthrough with a provider whose credential reference resolves non-empty".
 
 Catalog entries are checked where they are written (``providers.yaml: <name>.protocol``); a
 deployment override is checked under ``config.yaml: providers.<name>.<field>``. Every egress URL goes
-through the one SSRF guard (``Context.url``; handout C032).
+through the one SSRF guard (``Context.url``; C032).
 """
 from __future__ import annotations
 

@@ -21,8 +21,7 @@ walk gets), ``run`` (per-request state, tap stages), ``fire`` (concurrent gates,
 ``mgmt`` (configure/describe/status), ``check`` (boot faults), ``engine`` (build), ``metrics``.
 The gateway is seen through ``busbar.proxy.context.GatewayContext``, imported for typing only.
 
-Source: seeds 000 "Routing"; seeds 003 "Hooks"; seeds 001 "Pool hooks: ordering and gates";
-ORIGINAL.md §2.11, §2.12; STYLE.md §3.
+Source: docs/hooks.md, docs/routing.md.
 """
 from __future__ import annotations
 

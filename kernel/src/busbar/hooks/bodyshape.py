@@ -18,7 +18,7 @@ The numbers are those of ``busbar.proto.openai.request.read_request`` + ``ir_siz
 prompt), ``total_chars`` is the length of every content string, ``has_tools`` is false, and
 ``max_tokens`` is ``max_completion_tokens``, else ``max_tokens``.
 
-Source: seeds 003 "What a gate receives"; seeds 000 "The decision payload".
+Source: docs/hooks.md#what-a-hook-receives.
 """
 from __future__ import annotations
 

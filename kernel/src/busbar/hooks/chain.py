@@ -17,9 +17,9 @@ priority order), its decide gates and its taps (the pool's own plus every global
 A pool with a native strategy and nothing else takes :meth:`PoolChain.plan`'s fast path: no
 projection, no run, one sort (``cheapest``: none, its boot ranking filtered to the healthy
 members). A pool whose only decide gate runs inline (``busbar_inline``) calls it without the
-machinery for waiting on several gates (``fire_inline``). Source: seeds 003 "Gates fire concurrently",
-"The gate reply arms", "What Busbar guarantees when a hook misbehaves"; seeds 000 "How ordering
-composes with the breaker and failover", "Observability".
+machinery for waiting on several gates (``fire_inline``). Source: docs/hooks.md#reconcile-several-gates-one-decision,
+docs/hooks.md#what-a-gate-may-answer, docs/hooks.md#fail-safety; docs/reliability.md#selection,
+docs/config-at-a-glance.md#observability.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Boot-time checks of the hook config against the loaded plugin set; every fault at once.
 
 ``check(cfg, plugins, src="config.yaml") -> list[str]``, one line per fault, each naming its key
-path (rows of seeds 001 "Startup validation summary" that need the loader):
+path (rows of docs/configuration.md#startup-checks that need the loader):
 
 - ``pools.<p>.hooks[i]`` / ``global_hooks[i]``: a bare name that is not a strategy, more than one
   strategy in a list, a bare name in ``global_hooks``;

@@ -14,8 +14,8 @@ never awaited by the boot).
 Raises :class:`HookBootError` (one line per fault) for the faults of ``busbar.hooks.check`` and
 for a plugin whose ``busbar_open`` fails.
 
-Source: seeds 003 "Inline instances (no registry)", "Management messages"; seeds 000 "A pool names
-its ordering ... Pools with no hooks: list run the zero-overhead case".
+Source: docs/hooks.md#configuring, docs/hooks.md#management-messages, docs/hooks.md#performance
+(pools with no ``hooks:`` list run the zero-overhead case).
 """
 from __future__ import annotations
 

@@ -23,8 +23,7 @@ Counters (``calls``, ``timeouts``, ``errors``, ``garbage``, ``saturated``, ``tap
 queueing does not count) feed the Prometheus collector and the sync-wait choice. Deadlines are
 judged on the hook's own CPU time (``busbar.hooks.fire``).
 
-Source: seeds 003 "kind: hook plugin ABI", "Management messages", "What Busbar guarantees when a
-hook misbehaves"; STYLE.md §3 (typed facade).
+Source: docs/plugins.md#the-abi, docs/hooks.md#management-messages, docs/hooks.md#fail-safety (typed facade).
 """
 from __future__ import annotations
 

@@ -32,8 +32,8 @@ Each gate's :class:`Result` is its normalized arm, or a failure: ``timeout`` (ei
 reply that used more than its budget: ignored), ``error`` (the plugin raised), ``garbage`` (the
 reply is not a valid arm), ``grant`` (it returned a field it was not granted), ``saturated``.
 
-Source: seeds 003 "Gates fire concurrently", "What Busbar guarantees when a hook misbehaves";
-handout C035.
+Source: docs/hooks.md#reconcile-several-gates-one-decision, docs/hooks.md#fail-safety.
+C035.
 """
 from __future__ import annotations
 

@@ -10,7 +10,6 @@
 The route-policy counters (``busbar_route_policy_selections_total``,
 ``busbar_route_policy_rejections_total``) live with the request metrics (``busbar.proxy.metrics``).
 
-Source: ORIGINAL.md §2.11 (taps: dropped counted), §7.3.
 """
 from __future__ import annotations
 

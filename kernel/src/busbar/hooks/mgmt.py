@@ -15,7 +15,7 @@ finite. A malformed entry (not an object, bad name or type) is dropped whole; a 
 member (value, labels, quantiles, estimated, ci_low, ci_high, label, unit, viz, max, help) is
 dropped on its own; the reply is never refused for a bad entry.
 
-Source: seeds 003 "Management messages: configure, describe, status"; ORIGINAL.md §2.11.
+Source: docs/hooks.md#management-messages
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@
 - ``policy`` / ``ordering``: who decided, stamped as ``x-busbar-route-policy`` on every reply of a
   pool with a non-default ordering (``weighted`` when everything abstained).
 
-Source: seeds 000 "How ordering composes with the breaker and failover", "Observability".
+Source: docs/reliability.md#selection, docs/config-at-a-glance.md#observability.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 What lives here: pure builders of the wire dicts (``request``, ``candidates``, ``stage``) and the
 per-gate copy of the candidates. What must not: grants policy (``busbar.hooks.grants``), firing, reconcile.
 
-Shapes (seeds 000 "The decision payload", seeds 003 "What a gate receives"); optional fields are
+Shapes (docs/hooks.md#what-a-hook-receives); optional fields are
 **absent, never null**:
 
 - ``request``: ``request_id``, ``pool``, ``ingress_protocol`` (anthropic | openai | gemini |

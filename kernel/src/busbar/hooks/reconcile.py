@@ -5,7 +5,7 @@ then config order), each already coerced by the gate's ``on_error`` (a gate that
 ``nothing``/``weighted`` is simply absent), plus the pool's base ordering (a native strategy's
 ranking or ``None``).
 
-Rules (seeds 003 "Gates fire concurrently"; ORIGINAL.md §2.11 ``resolve_gate_hooks``):
+Rules (docs/hooks.md#reconcile-several-gates-one-decision:
 
 1. Any reject wins; the first reject in the chain (the lowest priority) surfaces its status and
    message.
@@ -16,8 +16,8 @@ Rules (seeds 003 "Gates fire concurrently"; ORIGINAL.md §2.11 ``resolve_gate_ho
    order that empties out is an abstain, and the one before it is considered). No gate order: the
    base strategy's ranking, re-validated the same way. No order at all: SWRR (``order`` None).
 
-Source: seeds 003 "Gates fire concurrently", "Ordering"; seeds 001 "Pool hooks: ordering and
-gates"; seeds 000 "How ordering composes with the breaker and failover".
+Source: docs/hooks.md#reconcile-several-gates-one-decision, docs/hooks.md#native-strategies; docs/configuration.md,
+docs/hooks.md#configuring; docs/reliability.md#selection.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ the end of a stream see the same run. Nothing here exists for a pool without hoo
 - Tap stages: :meth:`tap` (request, route), :meth:`attempt`, :meth:`finish` /
   :meth:`stream_done` (completion: ``ok | failed | rejected_by_gate``; append-only).
 
-Source: seeds 003 "Two kinds: tap and gate" (stages), "Access grants", "What a gate receives".
+Source: docs/hooks.md#taps (stages), docs/plugins.md#grants, docs/hooks.md#what-a-hook-receives.
 """
 from __future__ import annotations
 

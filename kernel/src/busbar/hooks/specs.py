@@ -11,8 +11,8 @@ order), ``reject`` (503, fail closed), ``strategy`` (``strategy`` names a native
 infallible fallback), ``hook`` (``hook`` is the fallback :class:`GateSpec`, fired in its place with
 its own grants, deadline and ``on_error``; chains are proven terminating at boot).
 
-Source: seeds 003 "What Busbar guarantees when a hook misbehaves", "Ordering"; seeds 001 "Pool
-hooks: ordering and gates" (module-ref typed fields).
+Source: docs/hooks.md#fail-safety, docs/hooks.md#native-strategies; docs/configuration.md, docs/hooks.md#configuring
+(module-ref typed fields).
 """
 from __future__ import annotations
 

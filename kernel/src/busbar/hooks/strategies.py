@@ -19,7 +19,7 @@
 Ties keep config order; demoted members follow in config order. Every signal ranked on here is on
 the wire (``busbar.hooks.projection``), so an external hook can reproduce any strategy exactly.
 
-Source: seeds 000 "Native strategies", "The routing signals"; ORIGINAL.md §2.12.
+Source: docs/hooks.md#native-strategies
 """
 from __future__ import annotations
 

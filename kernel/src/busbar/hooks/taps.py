@@ -10,8 +10,8 @@ So a tap that raises, sleeps or hangs cannot delay, reorder or fail a request, a
 bytes never wait for a tap: taps see copies of stage events (request, route, attempt,
 completion), built before the offer.
 
-Source: seeds 003 "Two kinds: tap and gate", "What Busbar guarantees when a hook misbehaves"
-(taps); ORIGINAL.md §2.11 (bounded in-flight, dropped counted); handout C054 (b)-(d).
+Source: docs/hooks.md#taps, docs/hooks.md#fail-safety
+(taps); C054 (b)-(d).
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ against the hook, and neither does a garbage collection that happens to run insi
 (:func:`watch_gc`). :meth:`Job.cpu_now` reads a running worker's CPU clock from another thread (the
 waiter cuts a hook that spins past its budget without waiting for it to return).
 
-Source: seeds 003 "What Busbar guarantees when a hook misbehaves" (slow, hung, saturated); handout
+Source: docs/hooks.md#fail-safety (slow, hung, saturated).
 C035 (a deadline on every callout; memory bounded under 200 concurrent requests).
 """
 from __future__ import annotations

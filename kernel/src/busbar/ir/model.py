@@ -26,7 +26,7 @@ Usage is kept Anthropic-style: ``input_tokens`` EXCLUDES cache reads and writes;
 ``cache_read_tokens`` and ``cache_write_tokens`` are separate. OpenAI's ``prompt_tokens`` is
 therefore ``input + cache_read + cache_write`` and ``cached_tokens`` is ``cache_read`` only.
 
-Source: seeds 001 "pools" (cross-protocol translation), ORIGINAL.md §2.2.
+Source: docs/config-at-a-glance.md#pools (cross-protocol translation)
 """
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ class ToolChoice:
 class ReasoningAsk:
     """A reasoning/thinking request: either an effort word or a token budget (or both after conversion).
 
-    ``budget_tokens == -1`` is Gemini's dynamic thinking. Source: seeds 001 "Cross-protocol reasoning".
+    ``budget_tokens == -1`` is Gemini's dynamic thinking. Source: docs/config-at-a-glance.md#models.
     """
 
     effort: str | None = None          # minimal | low | medium | high

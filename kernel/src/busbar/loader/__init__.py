@@ -15,7 +15,7 @@ Module map: ``discover`` (find tarballs), ``verify`` (pure trust), ``unpack`` (s
 ``inventory``, ``reload``, ``secrets``, ``release_key``, ``abi``, ``errors``. The artifact format
 itself lives once in ``busbar_sdk.artifact``.
 
-Source: seeds 001 "plugins"; seeds 003 "kind: hook plugin ABI"; STYLE.md §1, §3.
+Source: docs/plugins.md#the-abi
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Kernel code imports these names from here (one place to look), never calls ``pm.
 each loaded plugin's six hooks are resolved once into a :class:`PluginBinding` and called through
 :class:`busbar.loader.registry.PluginInstance`.
 
-Source: seeds 003 "kind: hook plugin ABI"; STYLE.md §3.
+Source: docs/plugins.md#the-abi
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ without blocking on a FIFO, checked to be a regular file, its size taken from ``
 byte is read, then read with a bounded read; those very bytes are hashed, verified and extracted
 (docs/plugins.md#what-aborts-the-boot).
 
-Source: seeds 001 "plugins" (``dir``: relative to the working directory).
+Source: docs/plugins.md (``dir``: relative to the working directory).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ Tree::
      └── SecretResolutionError  a ``{ module: <secret-plugin> }`` reference could not be resolved
 
 Plugin code's own exceptions never escape the loader unwrapped (the original is chained as
-``__cause__``). Source: seeds 001 "plugins", "Startup validation summary"; STYLE.md §4.
+``__cause__``). Source: docs/plugins.md, docs/configuration.md#startup-checks
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ is imported, so a kind mismatch (which only the plugin's own code can report) sh
 not here; :func:`inventory_lines` renders a loaded set, which does include it. Never raises for a
 tarball: an untrusted directory lists fine (exit 0).
 
-Source: seeds 001 "plugins"; ORIGINAL.md §2.22 (``--list-plugins``).
+Source: docs/plugins.md.
 """
 from __future__ import annotations
 

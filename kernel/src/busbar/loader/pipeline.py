@@ -1,6 +1,6 @@
 """The load pipeline: discover, validate, trust, check conflicts and requirements, unpack, import.
 
-Phases, each collecting every fault before failing once (STYLE.md §4):
+Phases, each collecting every fault before failing once:
 
 1. **read** each tarball once (:func:`busbar.loader.discover.read_tarball`: no link followed, size
    from ``fstat`` first, a bounded read), check every archive member and parse the manifest
@@ -24,7 +24,7 @@ Phases, each collecting every fault before failing once (STYLE.md §4):
 ``busbar --validate`` runs phases 1-5 and ``--list-plugins`` phases 1-4 (``import_code=False``):
 nothing is imported, nothing written to disk.
 
-Source: seeds 001 "plugins", "Startup validation summary" (plugin rows); ORIGINAL.md §5.2.
+Source: docs/plugins.md, docs/configuration.md#startup-checks (plugin rows)
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ the reference whole (:mod:`busbar.loader.reload`). :class:`PluginInstance` is th
 ``instance.call(payload)`` is one direct call of the plugin's ``busbar_call`` implementation
 plus the grant filter and the error mapping, nothing else.
 
-Source: seeds 001 "plugins"; seeds 003 "Access grants", "kind: hook plugin ABI"; STYLE.md §3
+Source: docs/plugins.md#grants, docs/plugins.md#the-abi
 (registry frozen after boot, a reload swaps a new one in whole).
 """
 from __future__ import annotations

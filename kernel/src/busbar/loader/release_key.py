@@ -8,7 +8,7 @@ the repository. When the module is absent the kernel has no release key and ``pu
 busbar`` plugins do not verify (they are skipped with a reason saying so). docs/releasing.md
 has the procedure. There is deliberately no runtime override.
 
-Source: seeds 001 "plugins" (embedded release key); ORIGINAL.md §2.13 (``BUSBAR_RELEASE_PUBKEY``).
+Source: docs/plugins.md (embedded release key).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ on it finish normally.
 
 The server wires ``SIGHUP`` to :meth:`reload` (or calls :meth:`install_sighup`).
 
-Source: issue 4 (hot reload); STYLE.md §3 (a reload swaps a new registry in whole).
+Source: issue 4 (hot reload) (a reload swaps a new registry in whole).
 """
 from __future__ import annotations
 

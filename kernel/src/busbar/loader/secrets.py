@@ -6,7 +6,7 @@ resolve_secret`` accepts: ``resolver(module, settings) -> str``. It opens one in
 secret plugin (with that plugin's own open-time settings, if any) and sends
 ``{"op": "resolve", "settings": <the reference's settings>, "deadline_ms": N}``.
 
-Source: seeds 001 "providers" (``api_key`` secret references), "tls"; ORIGINAL.md §5.3 (Secret).
+Source: docs/config-at-a-glance.md#providers (``api_key`` secret references), docs/config-at-a-glance.md#tls.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ system temp dir (``busbar-plugins-<pid>-*``), never inside ``plugins.dir`` (whic
 read-only mount); stale roots of dead processes are swept when a new one is created; the root is
 removed at exit. Removing a plugin deletes only the directory this module created.
 
-Source: seeds 001 "plugins"; ORIGINAL.md §2.13 (private staging dir, swept at boot); cases C050.
+Source: docs/plugins.md; cases C050.
 """
 from __future__ import annotations
 

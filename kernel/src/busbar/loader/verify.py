@@ -1,7 +1,7 @@
 """Trust: a pure function of a manifest's bytes, the policy, the release key and our version.
 
 No I/O, no clock, no import: :func:`evaluate_trust` answers whether a structurally valid plugin may
-load and, for ``--list-plugins``, what its signature verdict is. The rules (seeds 001 "plugins"):
+load and, for ``--list-plugins``, what its signature verdict is. The rules (docs/plugins.md):
 
 1. Whose key: ``publisher: busbar`` verifies only with the release key embedded in the kernel;
    another publisher with its ``plugins.trust.publishers`` key; an unknown publisher with none.
@@ -12,8 +12,7 @@ load and, for ``--list-plugins``, what its signature verdict is. The rules (seed
    signature from an unknown publisher loads only under ``allow_third_party``; otherwise the plugin
    is skipped (logged, never imported) with the reason.
 
-Source: seeds 001 "plugins"; ORIGINAL.md §5.2 (validation phase 2, ``Verdict``); STYLE.md §4
-(trust is a pure function of bytes and policy).
+Source: docs/plugins.md (trust is a pure function of bytes and policy).
 """
 from __future__ import annotations
 

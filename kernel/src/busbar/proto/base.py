@@ -6,9 +6,9 @@ client's request, write the client's response/stream/error) and egress (Busbar a
 client: write the provider request, read the provider response/stream/error).
 
 Canonical error kinds (``ErrorKind``) are the vocabulary between dialects; each dialect
-maps them to its own envelope and status (ORIGINAL.md §7.4).
+maps them to its own envelope and status.
 
-Source: ORIGINAL.md §2.2 (``ProtocolReader``/``ProtocolWriter``), seeds 001 "providers".
+Source: docs/config-at-a-glance.md#providers.
 """
 from __future__ import annotations
 

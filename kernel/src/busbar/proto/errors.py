@@ -6,7 +6,7 @@ Tree::
     ├── BadRequest                  malformed / invalid body -> 400 invalid_request
     └── PayloadTooLarge             body over limits.request_body_max_bytes -> 413
 
-Source: ORIGINAL.md §7.4 "Status map of busbar-originated errors".
+Source: docs/protocols/README.md.
 """
 from __future__ import annotations
 

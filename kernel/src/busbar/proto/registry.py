@@ -4,7 +4,8 @@ Holds ``openai`` (Chat Completions) and ``anthropic`` (Messages); later dialects
 gemini, bedrock, cohere) register here the same way. Frozen at import; nothing registers at
 runtime.
 
-Source: ORIGINAL.md §2.2 "Seam" (``ProtocolRegistry::with_builtins`` constructs all six).
+Source: docs/protocols/README.md#one-protocol--modules-of-one-job-each (``ProtocolRegistry::with_builtins`` constructs
+all six).
 """
 
 from __future__ import annotations

@@ -7,14 +7,14 @@ optional leading space removed, multi-line ``data`` joined with ``\\n``, dispatc
 line, and events without data not dispatched. What does not live here: any protocol meaning of
 the frames (that is each dialect's ``stream.py``).
 
-Provider quirks it must survive (fixtures in ``shared/fixtures``): Anthropic's trailing-space
-padding inside ``data:`` lines, Gemini's ``\\r\\n\\r\\n`` separators, OpenAI's ``data: [DONE]``.
+Provider quirks it must survive (captures in ``tools/mock-provider/src/busbar_mock_provider/fixtures``): Anthropic's
+trailing-space padding inside ``data:`` lines, Gemini's ``\\r\\n\\r\\n`` separators, OpenAI's ``data: [DONE]``.
 
 The reassembly buffer (an unfinished line plus the data lines of an unfinished event) is capped
 at 16 MiB by default (the original's ``MAX_BUF``); beyond it ``SseBufferOverflow`` is raised and
 the caller abandons the stream with a native error.
 
-Source: ORIGINAL.md §2.3 "Streaming" (reassembly, CRLF-awareness, 16 MiB cap); case C005.
+Source: docs/protocols/README.md (reassembly, CRLF-awareness, 16 MiB cap); case C005.
 """
 
 from __future__ import annotations

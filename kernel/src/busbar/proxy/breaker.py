@@ -14,7 +14,7 @@ A cell is ``throttled`` while the deadline that holds it came from a rate-limit 
 every candidate is throttled answers 429, not 503 (docs/reliability.md "on_exhausted").
 Reads (``admits``, ``/healthz``) never take the half-open probe.
 
-Times are seconds from an injectable monotonic clock. Source: seeds 001 "breaker"; ORIGINAL §2.5.
+Times are seconds from an injectable monotonic clock. Source: docs/reliability.md#dispositions
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ Minted tokens are cached per provider and refreshed 60 s before ``expires_in`` r
 refresh at a time per provider. Token endpoints are called through the gateway's SSRF-guarded
 client. Errors raise ``CredentialError`` (the attempt then fails as an ``auth`` disposition).
 
-Source: seeds 001 "Catalog fields" (auth, token_url, scope, subject).
+Source: docs/configuration.md, docs/catalog.md#fields (auth, token_url, scope, subject).
 """
 from __future__ import annotations
 

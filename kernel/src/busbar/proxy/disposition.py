@@ -11,7 +11,7 @@ Stage 2 (``effect``): rate_limit/overloaded/server_error/timeout/network -> ``TR
 client_error -> ``CLIENT`` (relay, no penalty, no failover); context_length -> ``CONTEXT``
 (no penalty, fail over to a larger ``context_max``).
 
-Source: seeds 001 "breaker" (Disposition by error class), ORIGINAL §2.5; cases C018, C021.
+Source: docs/reliability.md#dispositions (Disposition by error class); cases C018, C021.
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ assert set(_EFFECT) == set(D.CLASSES), "every disposition class has an effect"
 
 
 def classify(status: int, info: UpstreamErrorInfo | None, error_map: dict[str, str]) -> str:
-    """Return the disposition class (one of seeds 001's nine) for a non-2xx upstream answer."""
+    """Return the disposition class (one of the nine in docs/reliability.md#dispositions) for a non-2xx upstream
+    answer."""
     cls = None
     if info is not None and error_map:
         for key in (info.code, info.type):

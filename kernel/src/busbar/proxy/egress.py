@@ -2,8 +2,8 @@
 
 ``prepare(gw, provider, upstream_model, stream, body) -> (url, headers, body)`` (async):
 
-- Auth: ``provider.auth`` unset = the protocol's native scheme (seeds 001 "Credential format by
-  protocol"): anthropic ``x-api-key`` for ``sk-ant-api…`` keys, ``Authorization: Bearer`` for
+- Auth: ``provider.auth`` unset = the protocol's native scheme (docs/protocols/README.md): anthropic ``x-api-key`` for
+``sk-ant-api…`` keys, ``Authorization: Bearer`` for
   ``sk-ant-oat…`` OAuth tokens, both when the prefix is unrecognized (``anthropic-version:
   2023-06-01`` always); openai / responses / cohere ``Authorization: Bearer``; gemini
   ``x-goog-api-key``; bedrock AWS SigV4 (signed by the dialect). A set ``auth`` style (bearer,
@@ -20,7 +20,8 @@ process, no redirects, ``accept-encoding: identity`` on openai/anthropic egress,
 applied at request and connect time. ``make_client`` builds the ``httpx`` client that
 ``Gateway.build(transport=...)`` wraps for injected transports (tests, benchmarks).
 
-Source: seeds 001 "providers.yaml", "providers", "limits"; ORIGINAL §2.2 (egress auth), §2.6.
+Source: docs/config-at-a-glance.md#providersyaml, docs/config-at-a-glance.md#providers,
+docs/config-at-a-glance.md#limits
 """
 from __future__ import annotations
 

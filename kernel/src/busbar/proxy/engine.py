@@ -25,7 +25,9 @@ Responses state (``busbar.proxy.responses_state``): a Responses request carrying
 ``previous_response_id`` or encrypted reasoning goes first to the member that issued it; see that
 module for what happens when that member is unusable, fails, or is unknown.
 
-Source: seeds 001 "failover", "on_exhausted", "breaker", "Context-length failover", "affinity".
+Source: docs/reliability.md#the-walk-and-the-first-byte-boundary,
+docs/reliability.md#when-nothing-can-be-tried-on_exhausted, docs/reliability.md#dispositions,
+docs/reliability.md#context-length-failover, docs/reliability.md#selection.
 """
 from __future__ import annotations
 

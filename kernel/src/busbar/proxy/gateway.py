@@ -13,7 +13,7 @@ plugins; their chains are built here (``busbar.hooks.attach``, ``gw.hooks``).
 
 Raises ``busbar.config.secrets.SecretError`` for an unresolvable credential and
 ``busbar.hooks.HookBootError`` for a hook config the plugin set cannot serve.
-Source: seeds 001 "models" (Direct routing), "pools".
+Source: docs/config-at-a-glance.md#models (Direct routing), docs/config-at-a-glance.md#pools.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ dialect for the lane's ``upstream_model``; its outcome runs through the same dis
 pipeline: 2xx recovers the lane in every cell (and clears hard-down), a transient failure is
 recorded on every cell of the lane, auth/billing set it hard-down.
 
-Source: seeds 001 "Health probing"; ORIGINAL §2.10.
+Source: docs/reliability.md#health-probing
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Prometheus metrics of the request path (prometheus-client, one registry per gateway).
 
-Opt-in (seeds 001 "metrics"): with no ``metrics:`` block, ``NullMetrics`` records nothing and
+Opt-in (docs/config-at-a-glance.md#metrics): with no ``metrics:`` block, ``NullMetrics`` records nothing and
 ``/metrics`` is not mounted. Counters:
 
 - ``busbar_requests_total{ingress_protocol,pool,outcome}``  outcome: ok | client_error | exhausted | error
@@ -22,7 +22,7 @@ Label cardinality is bounded by the config: ``pool`` is a configured pool name o
 ``model`` a configured model name or, for an ad-hoc lane, ``"<provider>/*"`` (``Lane.metric_label``):
 a client-chosen model name never becomes a label value.
 
-Source: seeds 001 "metrics", "Per-attempt timeouts"; ORIGINAL §7.3.
+Source: docs/config-at-a-glance.md#metrics, docs/config-at-a-glance.md#limits
 """
 from __future__ import annotations
 

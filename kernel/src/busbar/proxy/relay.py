@@ -13,7 +13,7 @@ ingress dialect's keep-alive (a comment / ``ping`` event that no SDK dispatches,
 longer than ``limits.upstream_idle_timeout_secs`` ends the stream with that in-band error, as do
 more than ``limits.upstream_body_max_bytes`` bytes without a decoded event.
 
-Source: seeds 001 "failover" (Failover boundary, Budget refund); ORIGINAL §2.3.
+Source: docs/reliability.md#the-walk-and-the-first-byte-boundary (Failover boundary, Budget refund)
 """
 from __future__ import annotations
 

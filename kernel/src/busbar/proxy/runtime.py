@@ -10,7 +10,7 @@
   ``BreakerCell`` (breaker state is per (pool, lane)).
 - ``Pool``: members + breaker/failover/on_exhausted/affinity config.
 
-Source: seeds 001 "providers", "models", "pools"; ORIGINAL §2.4.
+Source: docs/config-at-a-glance.md#providers, docs/config-at-a-glance.md#models, docs/config-at-a-glance.md#pools
 """
 from __future__ import annotations
 

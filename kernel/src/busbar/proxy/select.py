@@ -8,7 +8,7 @@ budget-exhausted or saturated member is skipped and its share redistributes. Sta
 Affinity (``mode: session``): the session header's FNV-1a hash picks a sticky member among the
 pool's members; it is used while usable, otherwise SWRR proceeds without failing.
 
-Source: seeds 000 "weighted", seeds 001 "Members and weights", "affinity"; ORIGINAL §2.4, §2.8.
+Source: docs/hooks.md#native-strategies, docs/reliability.md#selection
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ File shape (JSON)::
      "cells": [{"pool": "smart", "lane": "gpt-4o", "state": "open", "trips": 2, "cooldown_until": <unix s>}],
      "lanes": [{"lane": "gpt-4o", "hard_down_until": <unix s>, "budget": 41, "max_requests": 50}]}
 
-Source: seeds 001 "Environment variables" (BUSBAR_STATE_FILE); ORIGINAL §2.21.
+Source: docs/reliability.md#state-across-restarts (BUSBAR_STATE_FILE)
 """
 from __future__ import annotations
 

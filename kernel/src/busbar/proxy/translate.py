@@ -14,8 +14,7 @@ pays for it). ``build_body(call, lane, member_reasoning, limits) -> (bytes, drop
   cleared — the leak guard — and every dropped field name is returned so the reply can carry
   ``x-busbar-translation-dropped``.
 
-Source: seeds 001 "models" (default_max_tokens, reasoning), "Cross-protocol reasoning";
-ORIGINAL §2.2 (request translation steps).
+Source: docs/config-at-a-glance.md#models (default_max_tokens, reasoning).
 """
 from __future__ import annotations
 

@@ -24,14 +24,14 @@ failures as one exception type. :class:`Upstream` is that seam:
 :class:`AiohttpUpstream` is the production client (aiohttp's C-accelerated HTTP/1.1 client on the
 SSRF-guarded connector of :mod:`busbar.security.connector`): no redirects, no cookies, no proxies
 from the environment, no auto ``User-Agent``/``Accept-Encoding``, a wall-clock cap of
-``limits.upstream_request_timeout_secs`` per request (connect through the last body byte, as seed 001
-says), connect timeout 10 s. It replaced httpx on the request path
+``limits.upstream_request_timeout_secs`` per request (connect through the last body byte, as
+docs/config-at-a-glance.md#limits says), connect timeout 10 s. It replaced httpx on the request path
 because httpx + httpcore + h11 + anyio were 50–75 % of the gateway's CPU per request, with a pool
 whose bookkeeping grows with the number of connections (bench/PROFILE.md, issue 2).
 :class:`HttpxUpstream` adapts an ``httpx.AsyncClient``; ``Gateway.build(transport=...)`` uses it so
 tests and benchmarks can inject ``httpx.MockTransport``.
 
-Source: seeds 001 "limits" (upstream_request_timeout_secs, pool_*), "security"; ORIGINAL §2.2.
+Source: docs/config-at-a-glance.md#limits (upstream_request_timeout_secs, pool_*), docs/config-at-a-glance.md#security
 """
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ class AiohttpUpstream:
         guard: the SSRF :class:`HostGuard` of purpose ``provider`` with no allow-list of its own (URL
             verdict per request, address verdict per new connection): every scope not in ``scoped``.
         total_timeout_s: ``limits.upstream_request_timeout_secs``: the wall-clock cap on one upstream
-            request, connect through the last body byte (seed 001 "limits"); a stream still running
+            request, connect through the last body byte (docs/config-at-a-glance.md#limits); a stream still running
             at the cap ends with ``UpstreamError`` (relayed as the ingress dialect's in-band error).
         max_idle_per_host, idle_timeout_s: ``limits.pool_max_idle_per_host`` / ``pool_idle_timeout_secs``.
         resolver: DNS seam for tests (default: the system resolver).

@@ -3,7 +3,7 @@
 What lives here: :class:`GuardedResolver` (an aiohttp resolver that resolves with the injectable
 :data:`~busbar.security.resolve.Resolver`, checks every address and hands aiohttp only checked
 literals) and :func:`guarded_connector` (a keep-alive ``TCPConnector`` on it, with the idle-pool cap
-and TCP keep-alive of seeds 001 "limits"). What must not: policy decisions
+and TCP keep-alive of docs/config-at-a-glance.md#limits). What must not: policy decisions
 (:mod:`busbar_sdk.ssrf`) and the per-request URL verdict (the client calls
 :meth:`HostGuard.check_url_parts` before every request; aiohttp skips the resolver for a canonical IP
 literal, so that verdict is the one that covers literals, as ``check_host`` decodes them).
@@ -13,7 +13,7 @@ idle connections kept ``limits.pool_idle_timeout_secs`` and at most ``limits.poo
 per (host, port, TLS) key (the oldest idle connection is closed first), TCP keep-alive probes after
 60 s idle, connect timeout 10 s (set by the client's ``ClientTimeout``).
 
-Source: handout case C032 (c); ORIGINAL.md §2.18; seeds 001 "security", "limits"
+Source: C032 (c); docs/config-at-a-glance.md#security, docs/config-at-a-glance.md#limits
 (pool_max_idle_per_host, pool_idle_timeout_secs, "TCP keepalive (60s)").
 """
 from __future__ import annotations
@@ -31,8 +31,8 @@ __all__ = ["GuardedResolver", "guarded_connector", "TCP_KEEPALIVE_IDLE_S"]
 
 log = logging.getLogger("busbar")
 
-#: Seconds of idleness before the kernel sends TCP keep-alive probes on an upstream socket (seed 001:
-#: fixed, not configurable).
+#: Seconds of idleness before the kernel sends TCP keep-alive probes on an upstream socket (fixed,
+#: not configurable).
 TCP_KEEPALIVE_IDLE_S = 60
 
 

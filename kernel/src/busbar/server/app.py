@@ -9,7 +9,7 @@ cells) / 404 ``no pool named '<name>'``; reads never take a breaker probe), ``GE
 (OpenAI list shape: pools then models), and a catch-all that answers unknown routes with a
 native-envelope 404 (Anthropic shape under ``/v1/messages`` paths, else OpenAI's).
 
-Source: ORIGINAL §7.1 (data-plane routes); seeds 001 "Minimal working example".
+Source: docs/configuration.md.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@
   Header values that are not printable latin-1 (a client-chosen model name echoed in a header)
   go out percent-encoded, never as a failed reply.
 
-Source: seeds 001 "limits" (request_body_max_bytes); ORIGINAL §2.3 (client disconnect).
+Source: docs/config-at-a-glance.md#limits (request_body_max_bytes).
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ against the manifests (:func:`plugin_refs`). The boot runs that very check befor
 plugin code, so ``--validate`` and the boot print the same lines for every fault the manifests show
 (docs/plugins.md#what-aborts-the-boot).
 
-Source: seeds 001 "plugins" (fail-closed guarantees), "providers" (secret references).
+Source: docs/plugins.md (fail-closed guarantees), docs/config-at-a-glance.md#providers (secret references).
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ latency), serves with uvicorn until SIGINT/SIGTERM (the listener's head cap, hea
 keep-alive idle timeouts and HTTP/1.0 framing: ``busbar.server.listener``),
 then cancels the background tasks, writes a final snapshot and closes the upstream client.
 
-Source: seeds 001 "Environment variables", "Health probing"; ORIGINAL §2.21.
+Source: docs/configuration.md, docs/reliability.md#health-probing
 """
 from __future__ import annotations
 

@@ -22,7 +22,6 @@ body's ``stream``; path-model protocols name it in the URL and stream by the ver
 never decoded a second time (``%2541`` names ``%41``, not ``A``). A name taken from the path is then
 checked by ``busbar.modelname.name_fault`` (docs/routing.md#client-chosen-model-names).
 
-Source: ORIGINAL §7.1 (data-plane routes), §2.2 (ingress identification).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """busbar-headroom-hook: a ``prompt: rw`` rewrite gate that compresses context before dispatch.
 
-Seeds 003 "Headroom": it fires on the ``transform`` pass, before dispatch and before the routing
-decision, and answers ``{"rewrite": {"messages": [...]}}`` (body form, ``{role, content}``) or
+docs/hooks-firstparty.md#busbar-headroom-hook: it fires on the ``transform`` pass, before dispatch and before the
+routing decision, and answers ``{"rewrite": {"messages": [...]}}`` (body form, ``{role, content}``) or
 ``{}``. The method (:mod:`busbar_headroom_hook._compress`) is deterministic and meaning-preserving:
 whitespace normalization outside code, repeated blocks collapsed to a reference to their latest
 copy, and stale long fenced outputs cut to head and tail with a marker. The last message (the
@@ -22,12 +22,12 @@ body proceeds byte-identical) otherwise:
 * any internal fault — ``error`` (counted, never raised: a broken compressor never touches a
   request, whatever the gate's ``on_error``).
 
-``status`` reports ``chars_saved_total`` and friends per pool (the metrics array of seeds 003
-"Management messages"); ``describe`` serves the settings schema; ``configure`` applies settings as
+``status`` reports ``chars_saved_total`` and friends per pool (the metrics array of docs/hooks.md#management-messages);
+``describe`` serves the settings schema; ``configure`` applies settings as
 desired state and acks only what it could apply.
 
-Source: seeds 003 "First-party hook plugins (1.5.0)", "The gate reply arms" (rewrite),
-"Management messages"; ORIGINAL.md §2.11.
+Source: docs/hooks-firstparty.md#busbar-headroom-hook, docs/hooks.md#what-a-gate-may-answer (rewrite),
+docs/hooks.md#management-messages.
 """
 from __future__ import annotations
 

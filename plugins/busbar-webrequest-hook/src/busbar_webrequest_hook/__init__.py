@@ -1,13 +1,13 @@
 """busbar-webrequest-hook: forward every hook message to an HTTP sidecar, SSRF-guarded.
 
-The first-party forwarder of seeds 003 "Webrequest": a transparent relay that POSTs each message
-Busbar gives it over ``busbar_call`` — the op-discriminated JSON, unchanged — to ``settings.url``
+The first-party forwarder of docs/hooks-firstparty.md#busbar-webrequest-hook: a transparent relay that POSTs each
+message Busbar gives it over ``busbar_call`` — the op-discriminated JSON, unchanged — to ``settings.url``
 and hands the sidecar's JSON reply back. The sidecar (any language; ``busbar_sdk.sidecar`` serves a
 Python hook class unchanged) runs in its own process, so untrusted logic never enters Busbar's
 address space. The kernel's reply normalizers read the reply; this plugin adds a hop, never a
 second copy of the wire semantics.
 
-What it guarantees (seeds 003 "The wire, precisely"; handout C032, C035):
+What it guarantees (docs/hooks.md#what-a-hook-receives; C032, C035):
 
 * SSRF: ``settings.url`` is checked at open and at every configure (loopback allowed; RFC 1918,
   unique-local, CGNAT, link-local and cloud-metadata refused; remote must be ``https://``) and
@@ -36,8 +36,8 @@ status         the sidecar's status, with the forwarder's metrics appended (64 e
                most); the forwarder's own status when the sidecar has none
 =============  ==========================================================================
 
-Source: seeds 003 "Webrequest", "The sidecar wire contract", "Management messages"; seeds 001
-"Startup validation summary"; ORIGINAL.md §2.11, §2.18.
+Source: docs/hooks-firstparty.md#busbar-webrequest-hook, docs/hooks.md#management-messages;
+docs/configuration.md#startup-checks
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ module holds that path's HTTP side; the sync path (``httpx``, for taps and manag
   and streamed size caps, wall-clock ``timeout_ms``), mapped to the same ``WebRequestError``
   reasons.
 
-Source: seeds 003 "Webrequest", "The wire, precisely"; handout C032, C035.
+Source: docs/hooks-firstparty.md#busbar-webrequest-hook, docs/hooks.md#what-a-hook-receives; C032, C035.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The forwarder's error type and the reply-head checks both transports share.
 
-Source: seeds 003 "The wire, precisely" (a non-2xx status is an error, never an abstain).
+Source: docs/hooks.md#what-a-hook-receives (a non-2xx status is an error, never an abstain).
 """
 from __future__ import annotations
 

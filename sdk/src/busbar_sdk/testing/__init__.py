@@ -22,7 +22,7 @@ Example::
 The pytest plugin (:mod:`busbar_sdk.testing._pytest_plugin`, auto-registered) offers the same as
 fixtures: ``busbar_signing_key``, ``busbar_pack``, ``busbar_load``.
 
-Source: STYLE.md §7 (the sdk ships a pytest plugin); seeds 003 "kind: hook plugin ABI".
+The sdk ships this as a pytest plugin; see docs/plugins.md#testing.
 """
 from __future__ import annotations
 

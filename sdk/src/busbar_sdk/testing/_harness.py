@@ -152,7 +152,7 @@ def decide_payload(*, candidates: int | list[dict[str, Any]] = 2, op: str = "dec
 
 
 def assert_hook_conformance(instance: InstanceUnderTest) -> None:
-    """The wire rules every hook must keep (seeds 003 "The wire, precisely").
+    """The wire rules every hook must keep (docs/hooks.md#what-a-hook-receives).
 
     Unknown ops and unknown management keys are answered ``{}``; ``notify`` is never answered;
     ``configure`` acks the exact ``settings_version``; ``describe`` and ``status`` reply ``{}`` or

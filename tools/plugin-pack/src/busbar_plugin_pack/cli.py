@@ -3,7 +3,7 @@
 Exit status: 0 success; 1 the artifact is invalid or its signature does not verify; 2 misuse
 (bad arguments, missing key, unreadable input). Errors are one line on stderr, never a traceback.
 
-Source: ORIGINAL.md §5.4 (``crates/plugin-pack/src/main.rs``); issue 4 (the pack tool).
+Source: issue 4 (the pack tool).
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """pii-guard: a ``prompt: ro`` gate that rejects (451) a request carrying an unredacted SSN-like or
 card-like number, before it leaves your network.
 
-Seeds 003 "The gate reply arms": "With prompt: ro, this is the PII-screen primitive: see content,
-say no". Wire it with ``on_error: reject`` (a security gate: an unscreened request is worse than
-none), so a crash, a timeout or a missing grant fails closed with 503 instead of letting the
-request through::
+A ``prompt: ro`` gate that may answer ``reject`` is the PII-screen primitive
+(docs/hooks.md#what-a-gate-may-answer): see content, say no. Wire it with ``on_error: reject`` (a security gate: an
+unscreened request is worse than none), so a crash, a timeout or a missing grant fails closed with 503 instead of
+letting the request through::
 
     global_hooks:
       - { module: pii-guard, kind: gate, prompt: ro, on_error: reject, timeout_ms: 5 }

@@ -1,4 +1,4 @@
-"""smart-router: seeds 002's "smart router" as a hook plugin — classify, score, sort.
+"""smart-router: docs/hooks-firstparty.md's "smart router" as a hook plugin — classify, score, sort.
 
 One class, two transports, the same decision:
 
@@ -20,8 +20,8 @@ Settings (all optional; ``describe`` serves the schema)::
     buckets:                    # per bucket: favourite (a tier or tag) and weights
       agent: { favourite: fable, price: 0.2, latency: 0.4, capacity: 0.4 }
 
-Source: seeds 002 (the whole essay); seeds 000 "The decision payload"; seeds 003 "The gate reply
-arms" (order).
+Source: docs/hooks-firstparty.md (the whole essay); docs/hooks.md#what-a-hook-receives;
+docs/hooks.md#what-a-gate-may-answer (order).
 """
 from __future__ import annotations
 

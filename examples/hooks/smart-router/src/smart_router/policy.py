@@ -1,4 +1,4 @@
-"""The smart router's policy: classify on shape, score on live signals, sort (seeds 002).
+"""The smart router's policy: classify on shape, score on live signals, sort (docs/hooks-firstparty.md).
 
 Pure functions over plain values, no I/O, no clock, no randomness: the same payload gives the same
 order in-process and in the sidecar, byte for byte.

@@ -10,7 +10,7 @@ from the status (``_error_classes.ERROR_CLASSES``: 400 BadRequestError, 401 Auth
 503 ServiceUnavailableError, 504 GatewayTimeoutError, 529 OverloadedError, other 5xx
 InternalServerError).
 
-Source: ORIGINAL.md §7.4 (anthropic row), §2.24; cases C003, C018, C020.
+Source: cases C003, C018, C020.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Decisions worth knowing:
 - Unmodelled top-level fields (``service_tier``, ``container``, ``output_config`` …) and
   ``metadata`` keys other than ``user_id`` go to ``IrRequest.extra``.
 
-Source: ORIGINAL.md §2.2 "Protocols & translation IR"; cases C006 (signed empty thinking kept),
+Source: docs/protocols/README.md#translation-stays-byte-identical; cases C006 (signed empty thinking kept),
 C010, C011.
 """
 
@@ -58,7 +58,7 @@ def read_request(body: dict[str, Any]) -> IrRequest:
 
     Returns:
         An ``IrRequest``; ``model`` is the body's ``model`` (the proxy may override it with the
-        name taken from the path, ORIGINAL.md §2.2).
+        name taken from the path).
 
     Raises:
         BadRequest: the body is not Messages shaped (the message names the key path).

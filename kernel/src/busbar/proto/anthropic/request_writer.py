@@ -24,8 +24,7 @@ Rules (each a case or a seed line):
 - Non-object tool inputs: ``null`` -> ``{}``; anything else (including unparsable OpenAI
   arguments) is a 400 naming the tool call (case C039).
 
-Source: ORIGINAL.md §2.2 (request translation steps, reasoning carry, lossy-by-design list);
-seeds 001 "Cross-protocol reasoning", ``default_max_tokens``; cases C006, C011, C015, C017.
+docs/config-at-a-glance.md#models, ``default_max_tokens``; cases C006, C011, C015, C017.
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ DEFAULT_MAX_TOKENS = 4096
 """``limits.default_max_tokens``: written only when the caller left ``max_tokens`` unset."""
 
 EFFORT_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384}
-"""The default effort table (seeds 001 ``limits.reasoning_effort_budgets``)."""
+"""The default effort table (docs/configuration.md ``limits.reasoning_effort_budgets``)."""
 
 MIN_THINKING_BUDGET = 1024
 """The API minimum ``budget_tokens``; also the answer tokens always left under ``max_tokens``."""

@@ -5,7 +5,7 @@ Shape: ``{"id": "msg_…", "type": "message", "role": "assistant", "model", "con
 "cache_read_input_tokens", "output_tokens"}}``. IR usage is Anthropic-style already
 (``input_tokens`` excludes cache reads and writes), so usage maps one to one.
 
-Source: ORIGINAL.md §2.2 "Response" (native id minted, stop reasons normalized to a valid member
+Source: docs/protocols/README.md (native id minted, stop reasons normalized to a valid member
 of the target enum); cases C010, C013.
 """
 

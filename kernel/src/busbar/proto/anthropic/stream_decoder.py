@@ -8,7 +8,7 @@ Wire: ``event: <name>`` + ``data: <JSON>`` frames — ``message_start``, ``conte
 ``MessageDelta``. An ``event: error``, or a body that ends before ``message_stop``, is a
 ``StreamError`` (case C003).
 
-Source: ORIGINAL.md §2.3 "Streaming"; cases C003, C006.
+Source: docs/protocols/README.md; cases C003, C006.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ case C002). A ``StreamError`` is ``event: error`` with ``{"type": "error", "erro
 message}}`` and nothing after it — no ``message_delta``, no ``message_stop`` (case C003).
 Keep-alive is ``event: ping`` with ``{"type": "ping"}`` (case C005).
 
-Source: ORIGINAL.md §2.3 "Streaming", §7.4; cases C002, C003, C005, C010.
+Source: docs/protocols/README.md; cases C002, C003, C005, C010.
 """
 
 from __future__ import annotations

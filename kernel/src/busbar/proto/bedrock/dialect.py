@@ -10,7 +10,7 @@ Path-model protocol: the model id and the stream flag are in the URL, the body h
 proxy sets ``ir.model`` and ``ir.stream`` from the route on ingress; on egress
 ``egress_request`` builds the URL, with the model id percent-encoded as one path segment.
 
-Source: ORIGINAL.md §2.2 "Seam", "Body-model vs path-model", "Egress auth per protocol".
+Source: docs/protocols/README.md#one-protocol--modules-of-one-job-each, docs/protocols/bedrock.md#egress.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from busbar.proto.bedrock.stream_encoder import BedrockStreamEncoder
 from busbar.proto.dialect import ModularDialect
 
 USER_AGENT = "Boto3/1.35.0 md/Botocore#1.35.0 ua/2.0 os/linux lang/python#3.11"
-"""Pinned native-SDK ``User-Agent`` (§2.24: egress looks like the provider's own SDK)."""
+"""Pinned native-SDK ``User-Agent`` (egress looks like the provider's own SDK;
+docs/protocols/bedrock.md#egress-and-sigv4-c033)."""
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 

@@ -6,7 +6,7 @@ in ``x-amzn-errortype: <Name>:http://internal.amazon.com/coral/com.amazon.bedroc
 ``:``), so boto3 raises ``client.exceptions.<Name>``.
 
 Kind -> (status, exception): invalid_request 400 ``ValidationException``; authentication 403
-``AccessDeniedException`` (Bedrock answers auth failures 403, §2.24); permission 403
+``AccessDeniedException`` (Bedrock answers auth failures 403; docs/protocols/bedrock.md#errors); permission 403
 ``AccessDeniedException``; not_found 404 ``ResourceNotFoundException``; request_too_large 413
 ``ValidationException``; rate_limit 429 ``ThrottlingException``; insufficient_quota (a budget)
 400 ``ServiceQuotaExceededException``; model_not_found 400 ``ValidationException`` (what Bedrock
@@ -17,7 +17,7 @@ not the caller's, for the kinds whose Bedrock status differs (auth, quota, model
 In a stream the same failure is a binary exception message (``:message-type exception``,
 ``:exception-type`` in lower camel case: ``throttlingException`` …), see ``exception_frame``.
 
-Source: ORIGINAL.md §7.4 (bedrock row), §2.24; botocore ``bedrock-runtime`` error shapes;
+Source: botocore ``bedrock-runtime`` error shapes.
 cases C018, C020.
 """
 

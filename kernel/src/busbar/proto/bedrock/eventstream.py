@@ -17,8 +17,8 @@ What lives here: bytes <-> ``(headers, payload)`` only. The meaning of ``:event-
 ``:message-type`` and ``:exception-type`` is the Converse stream's business
 (``stream_decoder`` / ``stream_encoder``).
 
-Source: ORIGINAL.md §2.3 "Bedrock" (frame layout, ``drain_frames_checked``, ``encode_frame``,
-``encode_exception_frame``, ``MAX_FRAME_BYTES`` 16 MiB).
+Source: docs/protocols/bedrock.md#streaming-binary-eventstream (frame layout, ``drain_frames_checked``,
+``encode_frame``, ``encode_exception_frame``, ``MAX_FRAME_BYTES`` 16 MiB).
 """
 
 from __future__ import annotations

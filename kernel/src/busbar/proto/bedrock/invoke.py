@@ -19,8 +19,8 @@ same-protocol hop); the proxy sets ``ir.model``/``ir.stream`` from the route. Eg
 ``write_request`` drops ``model``/``stream`` and sets ``anthropic_version``; ``egress_request``
 builds the URL and signs it (SigV4, like Converse).
 
-Source: ORIGINAL.md §2.2 ("contains ``/model/…/invoke`` -> bedrock", invoke multiplexed by
-body), §2.3 "Bedrock"; AWS InvokeModelWithResponseStream (``PayloadPart.bytes``).
+Source: docs/protocols/bedrock.md#streaming-binary-eventstream; AWS InvokeModelWithResponseStream
+(``PayloadPart.bytes``).
 """
 
 from __future__ import annotations

@@ -19,13 +19,13 @@ Decisions worth knowing:
 - ``additionalModelRequestFields.thinking`` ``{type: enabled, budget_tokens}`` (Claude on
   Bedrock) -> ``ReasoningAsk(budget_tokens)``; ``top_k`` -> ``top_k``; the rest of that object,
   and ``guardrailConfig``, ``performanceConfig``, ``promptVariables``, ``requestMetadata``,
-  ``serviceTier`` … stay in ``extra`` (same-protocol only; the lossy-by-design list, §2.2).
+  ``serviceTier`` … stay in ``extra`` (same-protocol only; dropped across protocols; docs/config-at-a-glance.md#models).
 - ``toolResult.content[].json`` becomes text (compact JSON); ``status: error`` -> ``is_error``.
   A result's ``name`` is filled from the ``toolUse`` it answers (Gemini needs it).
 - Blocks the IR cannot carry (``video``, ``audio``, ``guardContent``, S3 sources …) are refused
   with a 400 naming the key path.
 
-Source: ORIGINAL.md §2.2 (lossy-by-design list, prompt_caching gate), seeds 001 "models"
+Source: docs/config-at-a-glance.md#models
 ``prompt_caching``; cases C011, C040, C047.
 """
 

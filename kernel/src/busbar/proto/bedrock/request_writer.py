@@ -13,7 +13,7 @@ carry a stream flag (``/converse`` vs ``/converse-stream``). Rules:
   ``none`` has no Converse form: the tools stay, the choice is dropped (named in ``dropped``).
 - Cache breakpoints (``cache_control``) become a ``cachePoint`` after the block only when the
   lane declares ``prompt_caching`` (``prompt_caching=True``): Nova hard-rejects the marker, so by
-  default they are dropped and named in ``dropped`` (seeds 001 ``prompt_caching``).
+  default they are dropped and named in ``dropped`` (``prompt_caching``, docs/config-at-a-glance.md#models).
 - Reasoning is Claude-on-Bedrock's ``additionalModelRequestFields.thinking`` ``{type: enabled,
   budget_tokens}`` with the Anthropic writer's budget rules (effort table, minimum 1024, clamp
   under ``maxTokens`` when known); with thinking, ``temperature``/``top_k`` are omitted and
@@ -29,8 +29,7 @@ carry a stream flag (``/converse`` vs ``/converse-stream``). Rules:
 - ``frequency_penalty``, ``presence_penalty``, ``seed``, ``response_format``, ``user`` and
   ``parallel_tool_calls: false`` have no Converse field: dropped and named.
 
-Source: ORIGINAL.md §2.2 (request translation, lossy-by-design list, ``prompt_caching`` gate),
-seeds 001 "models" (``prompt_caching``, ``reasoning``), "Cross-protocol reasoning"; cases C011,
+docs/config-at-a-glance.md#models (``prompt_caching``, ``reasoning``); cases C011,
 C017, C040, C048.
 """
 

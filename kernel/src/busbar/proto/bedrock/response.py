@@ -15,7 +15,7 @@ exceeded`` -> ``MAX_TOKENS`` (the IR has no member of its own: an Anthropic clie
 answer: the proxy fails the attempt, the stream decoder emits a ``StreamError``); an unknown
 future value -> ``OTHER`` (every writer maps it to its plain stop).
 
-Source: ORIGINAL.md §2.2 "Response"; cases C013, C047.
+Source: docs/protocols/bedrock.md#response-non-stream; cases C013, C047.
 """
 
 from __future__ import annotations

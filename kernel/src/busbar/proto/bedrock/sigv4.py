@@ -1,6 +1,6 @@
 """AWS SigV4 for Bedrock egress, signed per request with botocore's signer (never hand-rolled).
 
-Credential format (seeds 001 "Credential format by protocol"): the provider's ``api_key``
+Credential format (docs/protocols/README.md): the provider's ``api_key``
 resolves to ``ACCESS_KEY_ID:SECRET_ACCESS_KEY`` or ``ACCESS_KEY_ID:SECRET_ACCESS_KEY:SESSION_TOKEN``.
 Service name ``bedrock``; region parsed from the host (``bedrock-runtime.<region>.amazonaws.com``,
 also ``-fips`` and VPC-endpoint hosts), ``us-east-1`` for any other host (a local mock).
@@ -12,7 +12,7 @@ non-S3 services require, and signs ``host``, ``x-amz-date``, ``x-amz-security-to
 session token is given) and the request's other headers. The caller must send exactly the
 returned headers (no other header whose value could differ).
 
-Source: ORIGINAL.md §2.2 "Egress auth per protocol"; seeds 001 "Credential format by protocol";
+Source: docs/protocols/bedrock.md#egress; docs/protocols/README.md.
 case C033.
 """
 

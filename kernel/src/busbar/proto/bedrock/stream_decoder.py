@@ -24,7 +24,7 @@ Failures: ``:message-type exception`` with ``:exception-type`` (``throttlingExce
 ``StreamError`` (case C018); so do a bad CRC, a stop reason of ``malformed_model_output`` /
 ``malformed_tool_use`` (case C047) and a body that ends before ``messageStop`` (case C003).
 
-Source: ORIGINAL.md §2.3 "Bedrock"; cases C003, C018, C047.
+Source: docs/protocols/bedrock.md#streaming-binary-eventstream; cases C003, C018, C047.
 """
 
 from __future__ import annotations

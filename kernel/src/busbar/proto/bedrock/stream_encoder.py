@@ -2,7 +2,7 @@
 
 Every message carries ``:event-type``, ``:content-type application/json`` and ``:message-type
 event`` with valid prelude and message CRC32s (``eventstream``); payloads carry Bedrock's ``"p"``
-padding field so frame sizes look like the service's (§2.24). Events:
+padding field so frame sizes look like the service's (docs/protocols/bedrock.md#streaming-binary-eventstream). Events:
 
 - ``messageStart`` ``{"role": "assistant"}`` first (synthesized when the source sends none);
 - tool blocks: ``contentBlockStart`` ``{start: {toolUse: {toolUseId, name}}}``, then
@@ -11,13 +11,13 @@ padding field so frame sizes look like the service's (§2.24). Events:
   ``{reasoningContent: {text}|{signature}|{redactedContent}}``; ``contentBlockStop`` closes each.
   Block indexes are renumbered 0, 1, 2 in order of appearance.
 - ``MessageDelta`` is held and ``MessageStop`` writes ``messageStop`` ``{stopReason}`` and then
-  exactly one ``metadata`` ``{usage, metrics}`` (the original defers both for this reason, §2.3).
+  exactly one ``metadata`` ``{usage, metrics}`` (both deferred for this reason).
 - ``StreamError``: one exception message (``:message-type exception``, ``:exception-type``, e.g.
   ``throttlingException``), then nothing — boto3 raises ``EventStreamError`` with that code.
 - ``keepalive()`` is ``b""``: eventstream has no comment frame.
 
-Source: ORIGINAL.md §2.3 "Bedrock" (encode_frame, encode_exception_frame, deferred metadata),
-§7.4 (mid-stream = binary exception frame); cases C003, C018.
+Source: docs/protocols/bedrock.md#streaming-binary-eventstream (encode_frame, encode_exception_frame, deferred
+metadata), docs/reliability.md#mid-stream-failures (mid-stream = binary exception frame); cases C003, C018.
 """
 
 from __future__ import annotations

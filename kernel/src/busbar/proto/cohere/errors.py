@@ -12,7 +12,7 @@ Mid-stream, a failure is a ``message-end`` event whose ``finish_reason`` is ``ER
 Upstream bodies: ``{"id", "message"}`` (capture ``cohere/error-404-model-not-found.response.json``);
 ``read_error`` keeps the message verbatim (case C020). Cohere sends no error code.
 
-Source: ORIGINAL.md §7.4 (cohere row), §2.3 "Mid-stream failure"; cases C020, C043.
+Source: docs/reliability.md#mid-stream-failures; cases C020, C043.
 """
 
 from __future__ import annotations

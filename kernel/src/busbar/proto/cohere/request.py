@@ -34,8 +34,7 @@ Decisions worth knowing:
   -> ``{"type": "json_object"}``; ``text`` -> none.
 - Unmodelled top-level fields go to ``IrRequest.extra`` by reference (no copies).
 
-Source: ORIGINAL.md §2.2 (Cohere lossy-by-design list: ``documents``, ``citation_options``,
-``safety_mode``; structured output ``json_object``); seeds 001 "Cross-protocol reasoning"; cases
+Source: docs/config-at-a-glance.md#models; cases
 C011, C039.
 """
 

@@ -15,18 +15,16 @@ Rules (each a case or a seed line):
   Cohere field (dropped and named).
 - Tool choice: ``required`` -> ``REQUIRED``, ``none`` -> ``NONE``, a named tool -> ``REQUIRED``
   with only that tool in ``tools`` (Cohere cannot name one); ``auto`` is the default (omitted).
-- Reasoning (seeds 001 "Cross-protocol reasoning"): a budget is copied as
+- Reasoning (docs/config-at-a-glance.md#models): a budget is copied as
   ``thinking: {type: enabled, token_budget}`` (Gemini's dynamic ``-1`` -> enabled without a
   budget, ``0`` -> disabled); an effort word converts through the default table (minimal 1024,
   low 4096, medium 8192, high 16384; ``none`` -> disabled).
-- ``response_format`` (Chat Completions shape) -> ``{"type": "json_object", "json_schema"?}``
-  (ORIGINAL §2.2: "structured output … Cohere json_object").
+- ``response_format`` (Chat Completions shape) -> ``{"type": "json_object", "json_schema"?}``.
 - No Cohere field: ``user``, ``parallel_tool_calls: false``, cache markers — dropped and named.
 - Images: base64 as a ``data:`` URI or the URL; documents: ``text/*`` inline as text, anything
   else is refused with a 400 naming the part (Cohere v2 chat takes no files).
 
-Source: ORIGINAL.md §2.2 (lossy-by-design list, reasoning carry, structured output); seeds 001
-"Cross-protocol reasoning"; cases C011, C014, C017.
+Source: docs/config-at-a-glance.md#models; cases C011, C014, C017.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ Decisions worth knowing:
   ``read_response`` raises ``CohereAnswerError`` (the proxy fails the attempt over, and the client
   gets its own 502 when nothing else answers). No upper-case Cohere value leaves this module.
 
-Source: ORIGINAL.md §2.2 "Response" (native id minted, stop reasons normalized); case C043.
+Source: docs/protocols/cohere.md#response-non-stream (native id minted, stop reasons normalized); case C043.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ Content and tool-call indexes are separate numbering spaces upstream; IR blocks 
 0, 1, 2 … in order of appearance. A body that ends before ``message-end`` is a ``StreamError``
 (case C003).
 
-Source: ORIGINAL.md §2.3 "Streaming", "Mid-stream failure" (Cohere ``message-end`` with
+Source: docs/protocols/cohere.md#streaming, docs/reliability.md#mid-stream-failures (Cohere ``message-end`` with
 ``finish_reason`` starting ``ERROR``); cases C003, C043.
 """
 

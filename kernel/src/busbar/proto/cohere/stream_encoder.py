@@ -16,10 +16,10 @@ Frames copy the capture ``cohere/chat-stream.response.sse.txt``: ``event: <type>
 Content parts and tool calls are numbered separately, 0, 1, 2 … each, in order of appearance
 (never the source block index). Signatures and redacted thinking have no Cohere field. A
 ``StreamError`` is a ``message-end`` whose ``finish_reason`` is ``ERROR`` and whose ``error`` is
-the message — and nothing after it, no ``[DONE]`` (ORIGINAL §7.4; case C003). Keep-alive is a
+the message — and nothing after it, no ``[DONE]``; case C003). Keep-alive is a
 ``: keep-alive`` comment (case C005).
 
-Source: ORIGINAL.md §2.3 "Streaming", §7.4 (cohere row); cases C003, C005, C043.
+Source: docs/protocols/cohere.md#streaming; cases C003, C005, C043.
 """
 
 from __future__ import annotations

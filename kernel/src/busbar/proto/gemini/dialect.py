@@ -10,8 +10,8 @@ Path-model protocol: the model and the stream flag are in the URL (``:generateCo
 from the route on ingress, and ``req.extra["__busbar_gemini_json_array"]`` when a streaming
 client did not ask for ``alt=sse``. Egress always streams with ``?alt=sse``.
 
-Source: ORIGINAL.md §2.2 "Seam", "Body-model vs path-model", "Egress auth per protocol";
-seeds 001 "providers.yaml" ``path_base`` (Gemini-on-Vertex), "Credential format by protocol".
+Source: docs/protocols/README.md#one-protocol--modules-of-one-job-each, docs/protocols/gemini.md#egress.
+docs/config-at-a-glance.md#providersyaml ``path_base`` (Gemini-on-Vertex), docs/protocols/README.md.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ DEFAULT_PATH_BASE = "/v1beta/models"
 ``/v1/projects/{p}/locations/{l}/publishers/google/models``)."""
 
 USER_AGENT = "google-genai-sdk/0.8.0 gl-python/3.11"
-"""Pinned native-SDK ``User-Agent`` (§2.24)."""
+"""Pinned native-SDK ``User-Agent`` (docs/protocols/gemini.md#egress)."""
 
 COUNT_TOKENS_PREFIX = b'{"' + COUNT_TOKENS_KEY.encode() + b'":'
 

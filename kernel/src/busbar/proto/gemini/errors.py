@@ -6,11 +6,11 @@ status: 400 INVALID_ARGUMENT, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NO
 ABORTED, 429 RESOURCE_EXHAUSTED, 499 CANCELLED, 500 INTERNAL, 501 UNIMPLEMENTED, 503 UNAVAILABLE,
 504 DEADLINE_EXCEEDED. An authentication failure looks like Google's own: HTTP 400
 INVALID_ARGUMENT "API key not valid. Please pass a valid API key." with an ``ErrorInfo`` detail
-``reason: API_KEY_INVALID`` (§2.24). google-genai raises ``errors.ClientError`` (4xx) or
+``reason: API_KEY_INVALID`` (docs/protocols/gemini.md#errors). google-genai raises ``errors.ClientError`` (4xx) or
 ``errors.ServerError`` (5xx) with ``.code``/``.status``/``.message`` from this body; in a stream
 the same object is one ``data:`` chunk (the SDK raises on a chunk that starts with ``{"error":``).
 
-Source: ORIGINAL.md §7.4 (gemini row), §2.24; captures ``gemini/error-400-api-key-invalid``,
+Source: captures ``gemini/error-400-api-key-invalid``,
 ``gemini/error-429-resource-exhausted``; cases C018, C020.
 """
 

@@ -38,7 +38,7 @@ Decisions worth knowing:
   ``generationConfig`` fields go to ``extra`` (same-protocol only; the lossy-by-design list).
 - Non-function tools (``googleSearch``, ``codeExecution`` …) are refused with a 400.
 
-Source: ORIGINAL.md §2.2; seeds 001 "Cross-protocol reasoning"; cases C037, C039, C040.
+Source: docs/config-at-a-glance.md#models; cases C037, C039, C040.
 """
 
 from __future__ import annotations

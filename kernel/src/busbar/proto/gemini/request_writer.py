@@ -36,8 +36,7 @@ flag. Rules:
   ``thinkingConfig.thinkingBudget``; ``includeThoughts`` is the ask's, else true when thinking.
 - ``user`` has no Gemini field (dropped).
 
-Source: ORIGINAL.md §2.2 (request translation, lossy-by-design list, structured output per
-backend, reasoning carry); seeds 001 "Cross-protocol reasoning"; cases C008, C011, C037, C039,
+Source: docs/config-at-a-glance.md#models; cases C008, C011, C037, C039,
 C040, C048.
 """
 
@@ -63,7 +62,7 @@ from busbar.proto.gemini.ids import SKIP_VALIDATOR, split, upstream_id
 from busbar.proto.writer import drop
 
 EFFORT_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384, "none": 0}
-"""The default effort table (seeds 001 ``limits.reasoning_effort_budgets``) plus ``none``."""
+"""The default effort table (docs/configuration.md ``limits.reasoning_effort_budgets``) plus ``none``."""
 
 _CHOICE = {"auto": "AUTO", "required": "ANY", "none": "NONE", "tool": "ANY"}
 

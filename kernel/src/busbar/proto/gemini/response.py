@@ -27,7 +27,7 @@ so that clients of any protocol send it back (case C037). Gemini clients get the
 is not written for a Gemini client: google-genai parses ``thoughtSignature`` as base64 bytes and
 would reject the whole response (``is_base64``).
 
-Source: ORIGINAL.md §2.2 "Response" (usage nuance, stop reasons normalized); cases C008, C037,
+Source: docs/protocols/gemini.md#response-non-stream (usage nuance, stop reasons normalized); cases C008, C037,
 C038, C039.
 """
 

@@ -3,8 +3,8 @@
 Wire: bare ``data: <GenerateContentResponse JSON>`` SSE events separated by ``\\r\\n\\r\\n`` (no
 ``event:`` lines, no terminator). Each chunk is a complete response holding the new parts only
 and the running (cumulative) ``usageMetadata``; ``finishReason`` comes on the last chunk.
-Egress always asks for ``alt=sse`` (§2.3); an upstream that answers with the JSON-array framing
-anyway is handled too: a body starting with ``[`` is read as a stream of array elements.
+Egress always asks for ``alt=sse`` (docs/protocols/gemini.md#streaming); an upstream that answers with the JSON-array
+framing anyway is handled too: a body starting with ``[`` is read as a stream of array elements.
 
 The decoder synthesizes the IR's block boundaries: consecutive text parts share one text block,
 consecutive ``thought`` parts one thinking block (a ``thoughtSignature`` on a thought part is a
@@ -19,7 +19,7 @@ of body once a ``finishReason`` was seen; a body that ends without one is a ``St
 e.g. RESOURCE_EXHAUSTED -> rate_limit, case C018). Events split across reads are reassembled
 before decoding (case C042).
 
-Source: ORIGINAL.md §2.3 "Streaming", "Gemini"; cases C003, C018, C037, C038, C042.
+Source: docs/protocols/gemini.md#streaming; cases C003, C018, C037, C038, C042.
 """
 
 from __future__ import annotations

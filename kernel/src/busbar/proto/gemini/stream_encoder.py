@@ -11,7 +11,7 @@ chunk). ``MessageStart`` sends nothing; ``MessageStop`` sends the last chunk:
 an empty text part, ``finishReason`` and the final ``usageMetadata`` (case C042: "Hel", "lo"
 and the finish chunk are three responses).
 
-Two framings (case C042, §2.3):
+Two framings (case C042; docs/protocols/gemini.md#streaming):
 
 - ``alt=sse``: ``text/event-stream``, every chunk ``data: <json>\\r\\n\\r\\n`` (Google's
   separator), no terminator, no ``[DONE]``. Keep-alive is a bare ``\\r\\n``: a blank line that no
@@ -25,8 +25,7 @@ A ``StreamError`` is one ``{"error": {"code", "message", "status"}}`` chunk (SSE
 event, google-genai raises ``ClientError``/``ServerError`` on it; array: the last element, then
 ``]``), and nothing after it.
 
-Source: ORIGINAL.md §2.3 ("Gemini ... ingress accepts both SSE and the default JSON-array
-framing", "mid-stream failure ... gemini bare data: frames"), §7.4; cases C003, C005, C037, C042.
+Source: cases C003, C005, C037, C042.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ kept as is; ``kind`` picks ``type``/``code``.
 Kinds beyond ``ErrorKind`` understood here: ``insufficient_quota`` (budget exhausted, 429) and
 ``model_not_found`` (404 for an unknown pool/model, code ``model_not_found`` as OpenAI sends it).
 
-Source: ORIGINAL.md §7.4 (openai row), §2.24 (native-looking auth failures); cases C018, C020.
+Source: cases C018, C020.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Decisions worth knowing:
 - Unmodelled top-level fields (``logprobs``, ``n``, ``logit_bias``, ``store``, ``metadata``,
   ``service_tier``, …) go to ``IrRequest.extra`` by reference (no copies).
 
-Source: ORIGINAL.md §2.2 "Protocols & translation IR"; seeds 001 "pools" (IR is lossless for
+Source: docs/protocols/README.md#translation-stays-byte-identical; docs/config-at-a-glance.md#pools (IR is lossless for
 standard fields); cases C015, C017, C039, C040.
 """
 

@@ -17,8 +17,7 @@ Rules (each a case or a seed line):
 - Tool results become ``role: tool`` messages (text parts joined with a newline) placed before
   the rest of their user turn.
 
-Source: ORIGINAL.md §2.2 (lossy-by-design list, reasoning carry), seeds 001 "Cross-protocol
-reasoning"; cases C002, C011, C013, C015, C017.
+Source: docs/config-at-a-glance.md#models; cases C002, C011, C013, C015, C017.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from busbar.proto.openai.parts import RawArguments
 from busbar.proto.writer import data_uri, drop, put_present, tool_result_text, user_turn
 
 EFFORT_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384}
-"""The default effort table (seeds 001 ``limits.reasoning_effort_budgets``)."""
+"""The default effort table (docs/configuration.md ``limits.reasoning_effort_budgets``)."""
 
 _AUDIO_FORMATS = {
     "audio/wav": "wav",

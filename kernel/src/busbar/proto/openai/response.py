@@ -8,7 +8,7 @@ Usage accounting (IR docstring): IR ``input_tokens`` excludes cache reads and wr
 ``prompt_tokens = input + cache_read + cache_write`` and ``cached_tokens = cache_read``; reading
 goes the other way (``input = prompt_tokens - cached_tokens``).
 
-Source: ORIGINAL.md §2.2 "Response" (native id minted, model/created preserved, usage nuance);
+Source: docs/protocols/README.md (native id minted, model/created preserved, usage nuance).
 cases C010 (vLLM ``stop_reason``), C013 (tool calls in a non-stream response).
 """
 

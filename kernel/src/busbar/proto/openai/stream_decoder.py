@@ -7,7 +7,7 @@ until ``[DONE]`` so that a trailing usage-only chunk is merged (case C002). A mi
 ``{"error": {...}}`` chunk is a ``StreamError`` (case C003); a body that ends with neither a
 ``finish_reason`` nor ``[DONE]`` is a ``StreamError`` too.
 
-Source: ORIGINAL.md §2.3 "Streaming" (flat chunks fan out to IR events); cases C002, C003, C010.
+Source: docs/protocols/README.md (flat chunks fan out to IR events); cases C002, C003, C010.
 """
 
 from __future__ import annotations

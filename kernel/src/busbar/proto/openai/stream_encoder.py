@@ -7,7 +7,7 @@ An in-band failure is one ``data: {"error": {...}}`` chunk and then nothing: ope
 ``APIError`` on such a chunk (``_streaming.py``: ``data.get("error")`` in legacy mode), so no
 ``[DONE]`` follows it (case C003).
 
-Source: ORIGINAL.md §2.3 "Streaming" (synthesis anchor, ingress terminator); cases C001, C003, C005.
+Source: docs/protocols/README.md (synthesis anchor, ingress terminator); cases C001, C003, C005.
 """
 
 from __future__ import annotations

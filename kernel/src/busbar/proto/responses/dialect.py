@@ -5,8 +5,8 @@ Assembled (``busbar.proto.dialect.ModularDialect``) from ``request`` (client bod
 object builder), ``stream_decoder`` and ``stream_encoder`` (typed SSE events) and ``errors``
 (envelopes), plus ``egress_request`` (URL + headers of one upstream call).
 
-Source: ORIGINAL.md §2.2 "Seam", "Egress auth per protocol"; seeds 001 "Credential format by
-protocol" (responses: ``Authorization: Bearer <key>``).
+Source: docs/protocols/README.md#one-protocol--modules-of-one-job-each, docs/protocols/responses.md#egress (responses:
+``Authorization: Bearer <key>``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ A ``status: "failed"`` response body (non-stream, HTTP 200) is not an answer: ``
 raises :class:`ResponsesFailed`, which the proxy treats like an undecodable body (a member failure
 that may fail over — the Responses counterpart of case C043).
 
-Source: ORIGINAL.md §7.4 (responses row), §2.3 "Mid-stream failure"; cases C003, C020, C043.
+Source: docs/reliability.md#mid-stream-failures; cases C003, C020, C043.
 """
 
 from __future__ import annotations

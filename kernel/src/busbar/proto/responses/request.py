@@ -35,8 +35,7 @@ Decisions worth knowing:
   ``json_object`` -> ``{"type": "json_object"}``, ``text`` -> none; other ``text`` keys go to extra.
 - Unmodelled top-level fields go to ``IrRequest.extra`` by reference (no copies).
 
-Source: ORIGINAL.md §2.2 (Responses lossy-by-design list: ``previous_response_id``, ``store``,
-``truncation``, ``include``, ``metadata``); seeds 001 "Cross-protocol reasoning"; cases C014, C039.
+Source: docs/config-at-a-glance.md#models; cases C014, C039.
 """
 
 from __future__ import annotations

@@ -31,8 +31,7 @@ Rules (each a case or a seed line):
 - ``response_format`` (Chat Completions shape) -> ``text.format`` (``json_schema`` flattened,
   ``name`` defaulted to ``response`` as the API requires one).
 
-Source: ORIGINAL.md §2.2 (lossy-by-design list, reasoning carry); seeds 001 "Cross-protocol
-reasoning"; cases C011, C014, C017, C039.
+Source: docs/config-at-a-glance.md#models; cases C011, C014, C017, C039.
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ carried (only OpenAI can read it; see ``reasoning_to_block``). Written for a cli
 ``signature`` (or a redacted block's ``data``) becomes ``encrypted_content`` and comes back as the
 signature when the client replays the item, so a signed Anthropic thinking block survives a
 Responses client's round trip (case C006); an item with neither summary nor content parts but
-``encrypted_content`` is redacted reasoning (seeds 003 "projection").
+``encrypted_content`` is redacted reasoning (docs/hooks.md#what-a-hook-receives).
 
-Source: ORIGINAL.md §2.2 "Response" (native id minted, usage nuance); cases C043, C045.
+Source: docs/protocols/responses.md#response-non-stream (native id minted, usage nuance); cases C043, C045.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Blocks get IR indexes 0, 1, 2 … in order of appearance. A body that ends befor
 ``response.completed``/``response.incomplete`` is a ``StreamError`` (case C003). Reasoning
 ``encrypted_content`` from the provider is not carried (see ``response.reasoning_to_block``).
 
-Source: ORIGINAL.md §2.3 "Streaming"; cases C003, C045.
+Source: docs/protocols/responses.md#streaming; cases C003, C045.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ No ``data: [DONE]`` is written. A ``StreamError`` is ``event: error`` (nested ``
 openai-python raises ``APIError``) followed by ``event: response.failed`` with status ``failed``
 and ``error`` — and nothing after it (case C003).
 
-Source: ORIGINAL.md §2.3 "Streaming", §7.4 (responses row); cases C003, C005, C045.
+Source: docs/protocols/responses.md#streaming; cases C003, C005, C045.
 """
 
 from __future__ import annotations
