@@ -10,7 +10,7 @@ Path-model protocol: the model id and the stream flag are in the URL, the body h
 proxy sets ``ir.model`` and ``ir.stream`` from the route on ingress; on egress
 ``egress_request`` builds the URL, with the model id percent-encoded as one path segment.
 
-Source: docs/protocols/README.md#one-protocol--modules-of-one-job-each, docs/protocols/bedrock.md#egress.
+Source: docs/protocols/README.md#one-protocol--modules-of-one-job-each, docs/protocols/bedrock.md#egress-and-sigv4-c033.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ non-S3 services require, and signs ``host``, ``x-amz-date``, ``x-amz-security-to
 session token is given) and the request's other headers. The caller must send exactly the
 returned headers (no other header whose value could differ).
 
-Source: docs/protocols/bedrock.md#egress; docs/protocols/README.md.
+Source: docs/protocols/bedrock.md#egress-and-sigv4-c033; docs/protocols/README.md.
 case C033.
 """
 
