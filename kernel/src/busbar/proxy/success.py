@@ -31,7 +31,8 @@ ENVELOPE_KEYS: dict[str, tuple[tuple[str, type], ...]] = {
     "anthropic": (("content", list),),
     "bedrock-invoke": (("content", list),),
     "responses": (("output", list),),
-    "gemini": (("candidates", list), ("promptFeedback", dict)),   # a blocked prompt: no candidates
+    # a blocked prompt has promptFeedback and no candidates; a :countTokens answer is {"totalTokens": n}
+    "gemini": (("candidates", list), ("promptFeedback", dict), ("totalTokens", int)),
     "bedrock": (("output", dict),),
     "cohere": (("message", dict),),
 }
@@ -62,7 +63,7 @@ def json_verdict(protocol: str, status: int, headers: Mapping[str, str],
         return None, f"HTTP {status} with an error body"
     keys = ENVELOPE_KEYS.get(protocol)
     if keys is not None and not any(isinstance(doc.get(k), t) for k, t in keys):
-        want = " or ".join(f"{k} {'list' if t is list else 'object'}" for k, t in keys)
+        want = " or ".join(f"{k} {({list: 'list', dict: 'object', int: 'integer'})[t]}" for k, t in keys)
         return None, f"HTTP {status} with a body that is not an answer of protocol {protocol} (no {want})"
     return doc, None
 
