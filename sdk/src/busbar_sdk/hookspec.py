@@ -252,7 +252,7 @@ def busbar_free(handle: object, obj: object) -> None:
 
     On error: logged on ``busbar.plugins`` and ignored.
 
-    Grants: none. Added: 1.5.0.
+    Grants: none. Added: 1.5.0. Source: docs/plugins.md#the-abi.
     """
     raise NotImplementedError
 
@@ -273,7 +273,7 @@ def busbar_close(handle: object) -> None:
 
     On error: logged on ``busbar.plugins`` and ignored (a broken close never blocks shutdown).
 
-    Grants: none. Added: 1.5.0.
+    Grants: none. Added: 1.5.0. Source: docs/plugins.md#the-abi.
     """
     raise NotImplementedError
 
@@ -300,7 +300,7 @@ def busbar_inline() -> bool:
     declare it on a ``busbar_call`` that does I/O or can block.
 
     Grants: unchanged; the payload is projected and stripped exactly as for :func:`busbar_call`.
-    Source: docs/hooks.md "Inline plugins" (``busbar_sdk.wire.INLINE_CAPABILITY``).
+    Source: docs/hooks.md#where-plugin-code-runs (``busbar_sdk.wire.INLINE_CAPABILITY``).
     Added: 1.5.0.
     """
     raise NotImplementedError
@@ -328,7 +328,7 @@ def busbar_acall(handle: object, payload: dict[str, Any]) -> Awaitable[dict[str,
 
     Grants: as :func:`busbar_call` (prompt and user fields stripped per the effective grant, a
     ``rewrite`` refused without ``prompt: rw``).
-    Source: docs/hooks.md "Async plugins" (``busbar_sdk.wire.ACALL_CAPABILITY``).
+    Source: docs/hooks.md#where-plugin-code-runs (``busbar_sdk.wire.ACALL_CAPABILITY``).
     Added: 1.5.0.
     """
     raise NotImplementedError
