@@ -14,20 +14,21 @@ def _nest(n: int) -> str:
 def test_the_boundary_is_exact(inner: int, expected: bool) -> None:
     raw = ('{"a":[{"b":' + _nest(inner) + '}]}').encode()     # depth = 3 + inner
     assert MAX_JSON_DEPTH == 128
-    assert too_deep(orjson.loads(raw), len(raw)) is expected
+    assert too_deep(orjson.loads(raw), raw) is expected
 
 
 def test_probe_leaves_no_reference_behind() -> None:
     from busbar.server import jsondepth
-    body = {"x": 1, "pad": "y" * 300}
-    assert too_deep(body, 400) is False
+    body = {"x": 1, "pad": "[" * 300}
+    assert too_deep(body, orjson.dumps(body)) is False       # probed (300 brackets in a string), fits
     assert jsondepth._INNER[0] is None
 
 
-def test_small_bodies_are_not_probed() -> None:
+def test_bodies_with_few_brackets_are_not_probed() -> None:
     deep = orjson.loads(_nest(200))
-    assert too_deep(deep, 2 * MAX_JSON_DEPTH) is False      # cannot be that deep in 256 bytes
-    assert too_deep(deep, 400) is True
+    few = b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH   # wire bytes with 128 brackets: never too deep
+    assert too_deep(deep, few) is False                      # the count alone decides: no probe
+    assert too_deep(deep, _nest(200).encode()) is True
 
 
 @pytest.mark.parametrize("text, path", [

@@ -108,7 +108,7 @@ class DataPlane:
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, f"request body is not valid JSON: {e}"), None
         if not isinstance(body, dict):
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, "request body must be a JSON object"), None
-        if too_deep(body, len(raw)):
+        if too_deep(body, raw):
             return _too_deep(dialect, deep_field(body)), None
         try:                         # one spelling on every hop (Gemini snake_case, countTokens form)
             normal = dialect.normalize_request(body, route.method)

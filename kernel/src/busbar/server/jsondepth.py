@@ -2,10 +2,12 @@
 
 Every hop may re-serialize the body (orjson refuses past 254 levels) and the protocol readers,
 writers and hooks walk it, so one cap at ingress keeps a deep body from failing half way through a
-request. ``too_deep(body, size) -> bool`` costs one ``orjson.dumps`` of the already-parsed body
-(C speed, no Python walk): the body is serialized inside a fixed chain of single-element lists
-whose length is chosen so that orjson's own recursion limit trips exactly when the body nests
-deeper than ``MAX_JSON_DEPTH``. ``deep_field(body) -> str`` names the field that is too deep (only
+request. ``too_deep(body, raw) -> bool`` first counts the opening brackets of the wire bytes (an
+upper bound of the depth, two C-speed ``bytes.count`` calls): a body with at most ``MAX_JSON_DEPTH``
+of them cannot be too deep and costs nothing more, which is nearly every request. Past that it costs
+one ``orjson.dumps`` of the already-parsed body (C speed, no Python walk): the body is serialized
+inside a fixed chain of single-element lists whose length is chosen so that orjson's own
+recursion limit trips exactly when the body nests deeper than ``MAX_JSON_DEPTH``. ``deep_field(body) -> str`` names the field that is too deep (only
 on the refusal path). See docs/configuration.md#front-door-connection-limits.
 """
 from __future__ import annotations
@@ -46,10 +48,11 @@ def _fits(value: Any, depth: int) -> bool:
 _OUTER, _INNER = _chain(_ORJSON_MAX - MAX_JSON_DEPTH)
 
 
-def too_deep(body: Any, size: int) -> bool:
-    """Whether the parsed request ``body`` (``size`` bytes on the wire) nests deeper than
-    ``MAX_JSON_DEPTH``. A body under ``2 * MAX_JSON_DEPTH`` bytes cannot, and is not probed."""
-    if size <= 2 * MAX_JSON_DEPTH:
+def too_deep(body: Any, raw: bytes) -> bool:
+    """Whether the parsed request ``body`` (``raw`` on the wire) nests deeper than ``MAX_JSON_DEPTH``.
+    A body with at most ``MAX_JSON_DEPTH`` opening brackets (in strings too: an upper bound) cannot,
+    and is not probed."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
         return False
     _INNER[0] = body
     try:
