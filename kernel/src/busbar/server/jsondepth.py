@@ -8,7 +8,8 @@ of them cannot be too deep and costs nothing more, which is nearly every request
 one ``orjson.dumps`` of the already-parsed body (C speed, no Python walk): the body is serialized
 inside a fixed chain of single-element lists whose length is chosen so that orjson's own
 recursion limit trips exactly when the body nests deeper than ``MAX_JSON_DEPTH``.
-``deep_field(body) -> str`` names the field that is too deep (only on the refusal path). See docs/configuration.md#front-door-connection-limits.
+``deep_field(body) -> str`` names the field that is too deep (only on the refusal path).
+See docs/configuration.md#front-door-connection-limits.
 """
 from __future__ import annotations
 
