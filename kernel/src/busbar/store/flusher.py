@@ -57,7 +57,6 @@ class UsageFlusher:
         self._oldest: float | None = None
         self._outage = False
         self._closed = False
-        self._requeue_pending = False
         self.lost = {"usage": 0, "metering": 0}
         self.flushed = {"usage": 0, "metering": 0}
         self.failures = 0
@@ -135,41 +134,40 @@ class UsageFlusher:
         if self._usage:
             usage, self._usage = self._usage, {}
             items = [UsageItem(b, w, d) for (b, w), d in usage.items() if not d.is_zero()]
-            if not await self._send("usage", len(items), lambda: self.store.add_usage(items)):
-                ok = False
-                if self._requeue_pending:
-                    self._requeue_usage(usage)
+            outcome = await self._send("usage", len(items), lambda: self.store.add_usage(items))
+            if outcome == "retry":
+                self._requeue_usage(usage)
+            ok &= outcome == "sent"
         if self._metering:
             metering, self._metering = self._metering, {}
             rows = list(metering.values())
-            if not await self._send("metering", len(rows), lambda: self.store.add_metering(rows)):
-                ok = False
-                if self._requeue_pending:
-                    self._requeue_metering(metering)
+            outcome = await self._send("metering", len(rows), lambda: self.store.add_metering(rows))
+            if outcome == "retry":
+                self._requeue_metering(metering)
+            ok &= outcome == "sent"
         if not self._usage and not self._metering:
             self._oldest = None
         return ok
 
-    async def _send(self, kind: str, n: int, call: Callable[[], Awaitable[None]]) -> bool:
-        """Send one batch of ``n`` rows; on failure ``_requeue_pending`` says whether to keep it."""
-        self._requeue_pending = False
+    async def _send(self, kind: str, n: int, call: Callable[[], Awaitable[None]]) -> str:
+        """Send one batch of ``n`` rows: ``"sent"``, ``"retry"`` (store unavailable: the caller keeps
+        the batch) or ``"lost"`` (rejected: dropped and counted here)."""
         try:
             await call()
         except StoreUnavailable as exc:
             self._failed(exc)
-            self._requeue_pending = True
-            return False
+            return "retry"
         except StoreError as exc:
             self._failed(exc)
             self._lose(kind, n)
-            return False
+            return "lost"
         if self._outage:
             log.warning("store (%s): reachable again; pending usage flushed", self.store.backend)
             self._outage = False
         self.flushed[kind] += n
         if self._m_flushed is not None:
             self._m_flushed.labels(kind).inc(n)
-        return True
+        return "sent"
 
     def _failed(self, exc: StoreError) -> None:
         self.failures += 1
