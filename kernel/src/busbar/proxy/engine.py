@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from typing import TYPE_CHECKING
 
 from busbar.hooks.plan import Plan
@@ -293,17 +294,26 @@ async def _run(gw: Gateway, call: Call, lane: Lane, who: Member | Lane, cell: Br
             lane.release()
 
     gw.metrics.attempt(pool, lane.metric_label)
+    record = call.record
+    note = record.attempt_started(lane.name, pool) if record is not None else None
     try:
         res = await attempt(gw, call, who, remaining)
     except BaseException:
         release()
         cell.release_probe()
+        if note is not None:
+            note.ended, note.outcome = time.perf_counter(), "client_closed"
         raise
     now = gw.clock()
     if isinstance(res, AttemptFailure):
         release()
         _record_failure(gw, lane, cell, res, now, pool)
+        if note is not None:
+            note.ended, note.outcome, note.status = time.perf_counter(), res.cls, res.status
         return res
+    if record is not None and note is not None:
+        note.status = res.response.status
+        record.lane = lane.name
     charged = lane.budget > 0
     if charged:
         lane.budget -= 1
@@ -321,15 +331,24 @@ async def _run(gw: Gateway, call: Call, lane: Lane, who: Member | Lane, cell: Br
                 lane.budget += 1
             failure = AttemptFailure("server_error", 502, None, None, reason="server_error")
             _record_failure(gw, lane, cell, failure, now, pool)
+            if record is not None and note is not None:
+                note.ended, note.outcome = time.perf_counter(), failure.cls
+                record.lane = None
             return failure
         cell.record_success(now)
         lane.ok += 1
         reply.headers.update(headers_extra)
+        if note is not None:
+            note.ended, note.outcome = time.perf_counter(), "ok"
         return reply
 
     def on_end(outcome: bool | None) -> None:
         release()
         t = gw.clock()
+        if record is not None and note is not None:
+            note.ended = time.perf_counter()
+            note.outcome = "ok" if outcome is True else "stream_error" if outcome is False else "client_closed"
+            record.stream_ok = outcome
         if outcome is True:
             cell.record_success(t)
             lane.ok += 1

@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -45,6 +45,9 @@ class Reply:
     body: bytes = b""
     stream: AsyncGenerator[bytes, None] | None = None
     usage: Usage = field(default_factory=Usage)
+    # a same-protocol passthrough body's parse: its usage is read from it only when asked
+    # (``busbar.proxy.record.RequestRecord.usage``)
+    usage_doc: tuple[Dialect, dict[str, Any]] | None = None
 
 
 def error_reply(ingress: Dialect, status: int, kind: str, message: str,
@@ -72,7 +75,9 @@ def whole_reply(call: Call, lane: Lane, success: AttemptSuccess) -> Reply:
     egress = lane.provider.dialect
     if egress is call.ingress and not call.reencode:
         ctype = success.response.headers.get("content-type", "application/json")
-        return Reply(200, {"content-type": ctype}, success.body)
+        doc = success.doc
+        return Reply(200, {"content-type": ctype}, success.body,
+                     usage_doc=(egress, doc) if doc is not None else None)
     doc = success.doc if success.doc is not None else orjson.loads(success.body)
     resp = egress.read_response(doc)
     out = call.ingress.write_response(resp, call.called, call.ir)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from busbar.config.schema_ops import ReasoningBudgets
     from busbar.hooks.run import HookRun
     from busbar.proto.base import Dialect
+    from busbar.proxy.record import RequestRecord
     from busbar.proxy.runtime import Lane
 
 log = logging.getLogger("busbar.translate")
@@ -45,7 +46,7 @@ class Call:
     needs its stream re-framed even on a same-protocol hop (Gemini JSON-array framing)."""
 
     __slots__ = ("ingress", "body", "raw", "stream", "headers", "called", "_ir", "client_model",
-                 "shims", "reencode", "hooks", "rewritten", "strict")
+                 "shims", "reencode", "hooks", "rewritten", "strict", "record")
 
     def __init__(self, ingress: Dialect, body: dict[str, Any], raw: bytes, stream: bool, headers: Mapping[str, str],
                  called: str, shims: dict[str, bool] | None = None):
@@ -62,6 +63,7 @@ class Call:
         self.hooks: HookRun | None = None   # while hooks observe this request
         self.rewritten = False       # a hook replaced the body: every hop re-serializes the IR
         self.strict = False          # the pool refuses lossy translation (translation: strict)
+        self.record: RequestRecord | None = None   # the data plane's bookkeeping (busbar.proxy.record)
 
     @property
     def ir(self) -> IrRequest:

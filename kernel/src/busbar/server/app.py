@@ -14,7 +14,7 @@ Source: docs/configuration.md.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
@@ -28,12 +28,18 @@ from busbar.server.routes import dialect_for_unknown, match
 
 if TYPE_CHECKING:
     from busbar.proxy.gateway import Gateway
+    from busbar.proxy.record import Finisher
 
 
 @dataclass
 class AppState:
+    """What the data plane reads per request. ``gateway``: the live ``Gateway`` (a reload swaps it);
+    ``started_at``: Unix seconds; ``finishers``: process-wide request finishers, run once at the end
+    of every data-plane request after its own (``busbar.proxy.record``; e.g. the access log)."""
+
     gateway: Gateway
     started_at: float = 0.0
+    finishers: list[Finisher] = field(default_factory=list)
 
 
 def create_app(state: AppState) -> DataPlane:

@@ -29,6 +29,7 @@ from busbar.proto.base import ErrorKind
 from busbar.proto.errors import ProtoError
 from busbar.proto.registry import get_dialect
 from busbar.proxy.engine import forward
+from busbar.proxy.record import RequestRecord
 from busbar.proxy.relay import error_reply
 from busbar.proxy.runtime import Lane, Pool
 from busbar.proxy.translate import Call
@@ -63,43 +64,61 @@ class DataPlane:
         except KeyError:                 # a protocol whose dialect is not in this build
             return await self.fallback(scope, receive, send)
         gw = self.state.gateway
-        t0 = time.perf_counter()
-        cap = gw.limits.max_inbound_concurrent
-        if cap and self.inflight >= cap:           # shed before buffering the body
-            return await send_reply(send, receive, error_reply(
-                dialect, 503, ErrorKind.OVERLOADED, f"busbar is at its inbound concurrency limit "
-                f"({cap}, limits.max_inbound_concurrent); retry later", {"retry-after": "1"}))
-        self.inflight += 1
+        record = RequestRecord(scope["method"], scope["path"], dialect.name)
         try:
-            await self._handle(gw, scope, receive, send, dialect, route, t0)
+            cap = gw.limits.max_inbound_concurrent
+            if cap and self.inflight >= cap:           # shed before buffering the body
+                return await self._send(send, receive, record, error_reply(
+                    dialect, 503, ErrorKind.OVERLOADED, f"busbar is at its inbound concurrency limit "
+                    f"({cap}, limits.max_inbound_concurrent); retry later", {"retry-after": "1"}))
+            self.inflight += 1
+            try:
+                await self._handle(gw, scope, receive, send, dialect, route, record)
+            finally:
+                self.inflight -= 1
         finally:
-            self.inflight -= 1
+            record.finish(self.state.finishers)
 
     async def _handle(self, gw: Gateway, scope: Scope, receive: Receive, send: Send, dialect: Dialect, route: Route,
-                      t0: float) -> None:
+                      record: RequestRecord) -> None:
         try:
             raw = await read_body(scope, receive, gw.limits.request_body_max_bytes,
                                   gw.limits.request_body_read_timeout_secs)
         except ProtoError as e:
-            return await send_reply(send, receive, error_reply(dialect, e.status, e.kind, e.message))
+            return await self._send(send, receive, record, error_reply(dialect, e.status, e.kind, e.message))
         except ConnectionAbortedError:
+            record.client_closed = True
             return
         try:
-            reply, name = await self._serve(gw, scope, dialect, raw, route, receive)
+            reply, name = await self._serve(gw, scope, dialect, raw, route, receive, record)
         except Exception:            # a kernel bug must still answer in the caller's envelope
             log.exception("internal error serving %s %s", scope["method"], scope["path"])
             reply, name = error_reply(dialect, 500, ErrorKind.API_ERROR, "internal gateway error"), None
         if reply is None:            # the client went away; upstream work was cancelled
+            record.client_closed = True
             log.info("499 %s %s client closed the request", scope["method"], scope["path"])
             return
         if gw.metrics.enabled:
             gw.metrics.request(dialect.name, name if name in gw.pools else "", _outcome(reply.status))
         if gw.config.observability.emit_server_timing:   # time to response headers, ms
-            reply.headers["server-timing"] = f"busbar;dur={(time.perf_counter() - t0) * 1000:.1f}"
-        await send_reply(send, receive, reply)
+            reply.headers["server-timing"] = f"busbar;dur={(time.perf_counter() - record.started) * 1000:.1f}"
+        await self._send(send, receive, record, reply)
+
+    @staticmethod
+    async def _send(send: Send, receive: Receive, record: RequestRecord, reply: Reply) -> None:
+        """Write ``reply`` and note it on ``record`` (status, usage source, first byte, end)."""
+        record.set_reply(reply)
+        record.first_byte = time.perf_counter()
+        try:
+            await send_reply(send, receive, reply)
+        finally:
+            record.ended = time.perf_counter()
+            if reply.stream is not None and record.stream_ok is None and record.attempts \
+                    and record.attempts[-1].outcome == "client_closed":
+                record.client_closed = True
 
     async def _serve(self, gw: Gateway, scope: Scope, dialect: Dialect, raw: bytes, route: Route,
-                     receive: Receive) -> tuple[Reply | None, str | None]:
+                     receive: Receive, record: RequestRecord) -> tuple[Reply | None, str | None]:
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
@@ -144,6 +163,11 @@ class DataPlane:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         stream = route.stream if route.stream is not None else body.get("stream") is True
         call = Call(dialect, body, raw, stream, headers, name, route.shims)
+        call.record = record
+        record.called = name
+        record.client_request_id = headers.get("x-request-id")
+        if isinstance(target, Pool):
+            record.pool = target.name
         try:
             if _needs_ir_check(call, target):
                 call.ir  # noqa: B018 - evaluating the property validates the body's shape before any upstream work
