@@ -108,11 +108,12 @@ def case_secret_module_names_a_hook(tmp_path, plugdir, pack, keys):
                  "name a kind: secret plugin"]
 
 
-def case_unsupported_store(tmp_path, plugdir, pack, keys):
-    """Item 17: `store: { module: sqlite }` with no such plugin used to validate, boot and serve."""
+def case_store_without_its_tarball(tmp_path, plugdir, pack, keys):
+    """Item 17: `store: { module: sqlite }` with no such plugin used to validate, boot and serve; now
+    both name the missing tarball from the manifests."""
     cfg = _config(tmp_path, keys, "store: { module: sqlite }\n")
-    return cfg, ["config.yaml: store: a store other than the built-in memory store is not supported in this build; "
-                 "see docs/unsupported-keys.md"]
+    return cfg, ["config.yaml: store.module: 'sqlite' does not resolve to a loadable plugin in plugins.dir "
+                 "(plugins); install its signed tarball or fix the name (busbar --list-plugins shows what loads)"]
 
 
 def case_unsupported_auth_chain(tmp_path, plugdir, pack, keys):
@@ -147,7 +148,7 @@ def case_unset_secret(tmp_path, plugdir, pack, keys):
 
 
 CASES = [case_egress_url_setting_on_a_metadata_address, case_hook_module_typo, case_untrusted_publisher, case_below_floor, case_kind_mismatch,
-         case_secret_module_names_a_hook, case_invalid_tarball, case_unset_secret, case_unsupported_store,
+         case_secret_module_names_a_hook, case_invalid_tarball, case_unset_secret, case_store_without_its_tarball,
          case_unsupported_auth_chain]
 
 

@@ -142,7 +142,15 @@ def serve(loaded) -> int:
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop ships with uvicorn[standard]
         runner = asyncio.run
-    started = runner(run(loaded, gateway, host, port_n))
+    from busbar.store import StoreBootError
+
+    try:
+        started = runner(run(loaded, gateway, host, port_n))
+    except StoreBootError as e:
+        for line in e.faults:
+            print(line, file=sys.stderr)
+        print("busbar: the store could not be opened; refusing to start", file=sys.stderr)
+        return 1
     return 0 if started else 1
 
 

@@ -115,9 +115,6 @@ def faults(extra: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("extra", "line"), [
-    ("store: { module: sqlite }\n", f"store: a store other than the built-in memory store {TAIL}"),
-    ("plugins: { enabled: true }\nstore: { module: sqlite, settings: { db_path: /x } }\n",
-     f"store: a store other than the built-in memory store {TAIL}"),
     ("auth: { chain: [keys] }\n", f"auth.chain: a data-plane auth chain (client authentication) {TAIL}"),
     ("auth: { upstream_credentials: passthrough }\n",
      f"auth.upstream_credentials: 'passthrough': passthrough of the caller's credential {TAIL}"),
@@ -149,6 +146,12 @@ def test_defaults_written_out_are_not_refused() -> None:
                               "metrics: { buffer_seconds: 30 }\nadmin_listen: 127.0.0.1:8081\n"
                               "rate_card: { claude: { input_utok: 1, output_utok: 2 } }\n", ENV, check_support=True)
     assert loaded.config.store.module == "memory"
+
+
+def test_a_store_plugin_and_the_flush_interval_pass_the_support_check() -> None:
+    loaded = load_config_text(BASE + "plugins: { enabled: true }\nstore: { module: sqlite, settings: { db_path: /x } }\n"
+                              "advanced: { usage_flush_interval_ms: 250 }\n", ENV, check_support=True)
+    assert (loaded.config.store.module, loaded.config.advanced.usage_flush_interval_ms) == ("sqlite", 250)
 
 
 @pytest.mark.parametrize("path", ["examples/quickstart/config.yaml", "bench/gwbench-config.yaml"])

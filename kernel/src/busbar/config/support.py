@@ -78,9 +78,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "no cost ledger is kept; the cheapest strategy ranks by input and output rates only"),
     Unsupported("rate_card.*.cache_write_utok", "cache-write token pricing",
                 "no cost ledger is kept; the cheapest strategy ranks by input and output rates only"),
-    Unsupported("store", "a store other than the built-in memory store",
-                "the gateway keeps no state in a store yet (`busbar store info|prune` already work on the "
-                "configured store: docs/stores.md)"),
     Unsupported("limits.tls_handshake_timeout_secs", "a TLS handshake timeout", "there is no inbound TLS"),
     Unsupported("limits.max_keys_per_principal", "a live-key cap per group", "virtual keys are not minted"),
     Unsupported("limits.max_auto_provisioned_groups", "a cap on auto-provisioned groups",
@@ -93,7 +90,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("observability.webhook_delivery_timeout_secs", "webhook delivery tuning",
                 "no request log is delivered"),
     Unsupported("advanced.rate_sweep_interval", "rate-window sweep tuning", "no rate-limit windows are kept"),
-    Unsupported("advanced.usage_flush_interval_ms", "usage flush tuning", "no usage is flushed to a store"),
     Unsupported("advanced.worker_threads", "a worker thread count",
                 "the gateway runs one event loop; run more processes to use more cores"),
     Unsupported("advanced.upstream_h2_prior_knowledge", "HTTP/2 to upstreams",
@@ -111,6 +107,9 @@ NO_EFFECT: dict[str, str] = {
 #: key path pattern -> the kernel module (under busbar/) that reads it at run time.
 READERS: dict[str, str] = {
     "listen": "cli.py",
+    "store.module": "store/attach.py",
+    "store.settings": "store/attach.py",
+    "advanced.usage_flush_interval_ms": "store/attach.py",
     "providers.*.api_key": "proxy/gateway.py",
     "providers.*.protocol": "proxy/gateway.py",
     "providers.*.base_url": "proxy/gateway.py",
@@ -241,7 +240,7 @@ def render_doc() -> str:
         "per key, naming it:",
         "",
         "```text",
-        f"config.yaml: store: a store other than the built-in memory store {_TAIL}",
+        f"config.yaml: {UNSUPPORTED[0].path}: {UNSUPPORTED[0].feature} {_TAIL}",
         "```",
         "",
         "Remove the key (or set it back to its default) to boot. Later releases move keys off this list.",

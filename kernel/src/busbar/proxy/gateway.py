@@ -12,7 +12,8 @@ cache ``gw.adhoc``, a ``busbar.proxy.adhoc.AdhocLanes``).
 plugins; their chains are built here (``busbar.hooks.attach``, ``gw.hooks``).
 
 Raises ``busbar.config.secrets.SecretError`` for an unresolvable credential and
-``busbar.hooks.HookBootError`` for a hook config the plugin set cannot serve.
+``busbar.hooks.HookBootError`` for a hook config the plugin set cannot serve, and
+``busbar.store.StoreBootError`` for a store plugin that is not loaded or refuses its settings.
 Source: docs/config-at-a-glance.md#models (Direct routing), docs/config-at-a-glance.md#pools.
 """
 from __future__ import annotations
@@ -37,19 +38,31 @@ from busbar.proxy.egress import auth_headers, make_client
 from busbar.proxy.metrics import Metrics, NullMetrics
 from busbar.proxy.runtime import Lane, Member, Pool, Provider
 from busbar.proxy.upstream import AiohttpUpstream, HttpxUpstream, Upstream
+from busbar.store.attach import attach_store
 
 if TYPE_CHECKING:
     from busbar_sdk.ssrf import HostGuard
+    from busbar_sdk.store import Store
 
     from busbar.loader.registry import PluginSet
     from busbar.loader.reload import PluginReloader
+    from busbar.store.flusher import UsageFlusher
+    from busbar.store.sync import KeySync
 
 log = logging.getLogger("busbar")
 
 
 class Gateway:
     """Everything the request path needs; one instance per process (rebuilt on config reload).
-    Satisfies ``busbar.proxy.context.GatewayContext`` (what the hooks engine reads)."""
+    Satisfies ``busbar.proxy.context.GatewayContext`` (what the hooks engine reads).
+
+    ``store`` / ``flusher`` / ``keysync``: the configured store (memory by default), its usage
+    write-behind and its key mirror, set by ``build`` (``busbar.store.attach``); opened by the
+    serving coroutine (``busbar.store.attach.start_store``)."""
+
+    store: Store
+    flusher: UsageFlusher
+    keysync: KeySync
 
     def __init__(self, loaded: LoadedConfig, providers: dict[str, Provider], lanes: dict[str, Lane],
                  pools: dict[str, Pool], upstream: Upstream, clock: Callable[[], float]):
@@ -105,6 +118,7 @@ class Gateway:
         gw = cls(loaded, providers, lanes, pools, upstream, clock)
         gw.metrics = Metrics(gw) if cfg.metrics is not None else NullMetrics()
         attach(gw, plugins)          # hook chains (None when nothing asks for hooks)
+        attach_store(gw, plugins)    # gw.store, gw.flusher, gw.keysync (opened by the server)
         return gw
 
     def target(self, name: str) -> Pool | Lane | None:

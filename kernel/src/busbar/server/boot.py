@@ -88,13 +88,14 @@ def boot(loaded: LoadedConfig, env: Mapping[str, str]) -> tuple[Gateway, PluginR
             raise BootError(list(e.faults), checked=not e.imported) from None
         resolver = SecretModuleResolver(plugin_set)
     from busbar.hooks import HookBootError, reattach
+    from busbar.store import StoreBootError
 
     try:
         gateway = Gateway.build(loaded, env, module_resolver=resolver,
                                 plugins=reloader.current if reloader is not None else None)
     except (SecretError, SecretResolutionError) as e:
         raise BootError([str(e)]) from None
-    except HookBootError as e:
+    except (HookBootError, StoreBootError) as e:
         if reloader is not None:
             reloader.close()
         raise BootError(list(e.faults)) from None

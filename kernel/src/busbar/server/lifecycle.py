@@ -1,11 +1,13 @@
 """Process lifecycle of a serving gateway: restore state, start background tasks, serve, shut down.
 
-``run(loaded, gateway, host, port)`` (a coroutine): restores the ``BUSBAR_STATE_FILE`` snapshot,
-spawns the health probers and the periodic state saver, moves the boot-time heap out of the garbage
-collector's scans (``gc.freeze``: full collections then walk only request-time objects, a shorter tail
-latency), serves with uvicorn until SIGINT/SIGTERM (the listener's head cap, head-read and
-keep-alive idle timeouts and HTTP/1.0 framing: ``busbar.server.listener``),
-then cancels the background tasks, writes a final snapshot and closes the upstream client.
+``run(loaded, gateway, host, port)`` (a coroutine): opens the store (``busbar.store.attach``; raises
+``StoreBootError`` when it is unreachable, after closing the gateway), restores the
+``BUSBAR_STATE_FILE`` snapshot, spawns the health probers, the usage flusher, the key sync and the
+periodic state saver, moves the boot-time heap out of the garbage collector's scans (``gc.freeze``:
+full collections then walk only request-time objects, a shorter tail latency), serves with uvicorn
+until SIGINT/SIGTERM (the listener's head cap, head-read and keep-alive idle timeouts and HTTP/1.0
+framing: ``busbar.server.listener``), then cancels the background tasks, writes a final snapshot,
+flushes pending usage to the store and closes it, and closes the upstream client.
 
 Source: docs/configuration.md, docs/reliability.md#health-probing
 """
@@ -26,6 +28,7 @@ from busbar.proxy.health import start_probers
 from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
 from busbar.server.app import AppState, create_app
 from busbar.server.listener import protocol_class
+from busbar.store.attach import start_store, stop_store
 
 if TYPE_CHECKING:
     from busbar.config.load import LoadedConfig
@@ -41,7 +44,18 @@ async def _saver(gw: Gateway, path: Path) -> None:
 
 
 async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int) -> bool:
-    """Serve until stopped; returns whether the server started (False: e.g. the port was taken)."""
+    """Serve until stopped; returns whether the server started (False: e.g. the port was taken).
+
+    Raises:
+        busbar.store.StoreBootError: the store could not be opened (nothing was served).
+    """
+    try:
+        store_tasks = await start_store(gateway)
+    except BaseException:
+        await gateway.aclose()
+        if gateway.plugins is not None:
+            gateway.plugins.close()
+        raise
     path = state_path(loaded.config_path)
     if path is not None:
         restore(gateway, path)
@@ -74,6 +88,7 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int) -> b
                 await t
         if path is not None:
             save(gateway, path)
+        await stop_store(gateway, store_tasks)
         await gateway.aclose()
         if gateway.plugins is not None:
             gateway.plugins.close()
