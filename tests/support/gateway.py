@@ -1,7 +1,8 @@
 """Run a real ``busbar`` process for tests: a config written to disk, a free port, /healthz polled.
 
 ``BusbarProcess(config_yaml: str, tmp_path, env=None).start()`` -> ``.url`` (http://127.0.0.1:PORT);
-``{port}`` in the YAML text is replaced by the chosen port; ``.stop()`` ends the process group.
+``{port}`` in the YAML text is replaced by the chosen port; ``args`` are extra command-line arguments
+(e.g. ``["--workers", "2"]``); ``.stop()`` ends the process group.
 """
 from __future__ import annotations
 
@@ -25,12 +26,14 @@ def free_port() -> int:
 
 
 class BusbarProcess:
-    def __init__(self, config_yaml: str, tmp_path: Path, env: dict | None = None, providers: str | None = None):
+    def __init__(self, config_yaml: str, tmp_path: Path, env: dict | None = None, providers: str | None = None,
+                 args: list[str] | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.config_path = tmp_path / f"config-{self.port}.yaml"
         self.config_path.write_text(config_yaml.replace("{port}", str(self.port)))
         self.providers = providers
+        self.args = list(args or [])
         self.env = {**os.environ, "BUSBAR_LOG": "warn", **(env or {})}
         self.proc: subprocess.Popen | None = None
         self.log_path = tmp_path / f"busbar-{self.port}.log"
@@ -39,6 +42,7 @@ class BusbarProcess:
         cmd = [str(BIN / "busbar"), "--config", str(self.config_path)]
         if self.providers:
             cmd += ["--providers", self.providers]
+        cmd += self.args
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - the child writes it until stop()
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)

@@ -3,6 +3,7 @@
 Usage::
 
     busbar [--config PATH] [--providers PATH] [--log-level LEVEL]   # serve
+    busbar --workers N [--config PATH] ...                          # serve with N worker processes
     busbar --validate [--config PATH] [--providers PATH]            # check both files; exit 0/2
     busbar --list-plugins [--config PATH]                           # plugin inventory
     busbar --migrate-config OLD.yaml > NEW.yaml                     # 1.x -> 1.5.0 config
@@ -43,9 +44,26 @@ def _parser() -> argparse.ArgumentParser:
                    help="convert a 1.x config to 1.5.0 on stdout (change summary on stderr) and exit")
     p.add_argument("--print-schema", nargs="?", const="config", choices=("config", "providers"),
                    help="print the JSON Schema of config.yaml (or providers.yaml) and exit")
+    p.add_argument("--workers", type=_workers, default=1, metavar="N",
+                   help="worker processes sharing the listener (default 1; > 1 needs a shared store)")
     p.add_argument("--log-level", help="error|warn|info|debug|trace (env BUSBAR_LOG; default info)")
     p.add_argument("--version", action="version", version=f"busbar {__version__}")
     return p
+
+
+def _workers(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number >= 1")
+    return int(text)
+
+
+def _fleet_faults(loaded, workers: int) -> list[str]:
+    """``--workers`` > 1 over the per-process memory store: each worker would keep its own state."""
+    if workers > 1 and loaded.config.store.module == "memory":
+        return [f"config.yaml: store.module: --workers {workers} with the memory store: each worker would keep "
+                f"its own keys, usage and denylist; choose a shared store (sqlite, postgres or valkey: "
+                f"docs/stores.md#a-fleet) or run one worker"]
+    return []
 
 
 def _setup_logging(level: str | None) -> None:
@@ -81,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         loaded = load_config(cfg_path, prov_path, check_support=not args.list_plugins)
     except ConfigError as e:
         return _refuse(e.faults, "config")
+    fleet_faults = _fleet_faults(loaded, args.workers)
+    if fleet_faults and not args.list_plugins:
+        return _refuse(fleet_faults, "config")
     if args.validate and not args.list_plugins:
         from busbar.server.boot import check_plugins
 
@@ -96,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("busbar.config").warning("%s", w)
     if args.list_plugins:
         return _list_plugins(loaded)
-    return serve(loaded)
+    return serve(loaded, args.workers)
 
 
 def _refuse(faults: list[str], what: str) -> int:
@@ -119,17 +140,9 @@ def _list_plugins(loaded) -> int:
     return 0
 
 
-def serve(loaded) -> int:
-    """Build the gateway and run it on ``listen`` until SIGINT/SIGTERM (see ``server.lifecycle``)."""
-    import asyncio
-
-    from busbar.server.boot import BootError, boot
-    from busbar.server.lifecycle import run
-
-    try:
-        gateway, _reloader = boot(loaded, os.environ)
-    except BootError as e:
-        return _refuse(e.faults, "config" if e.checked else "start-up")
+def serve(loaded, workers: int = 1) -> int:
+    """Run the gateway on ``listen`` until SIGINT/SIGTERM (see ``server.lifecycle``); with ``workers``
+    > 1 as a pre-fork master over one listening socket (``server.workers``)."""
     host, _, port = loaded.config.listen.rpartition(":")
     host = host.strip("[]") or "0.0.0.0"
     try:
@@ -137,15 +150,37 @@ def serve(loaded) -> int:
     except ValueError:
         print(f"config.yaml: listen: '{loaded.config.listen}' is not host:port", file=sys.stderr)
         return EXIT_INVALID
+    if workers == 1:
+        return serve_one(loaded, host, port_n)
+    from busbar.server.workers import listen_socket, run_workers
+
+    try:
+        sock = listen_socket(host, port_n)
+    except OSError as e:
+        print(f"busbar: cannot listen on {loaded.config.listen}: {e.strerror}", file=sys.stderr)
+        return 1
+    return run_workers(workers, lambda _i, ready: serve_one(loaded, host, port_n, sock=sock, ready=ready))
+
+
+def serve_one(loaded, host: str, port: int, **listener) -> int:
+    """Boot and serve one gateway process; ``listener``: ``sock``/``ready`` of ``lifecycle.run``."""
+    import asyncio
+
+    from busbar.server.boot import BootError, boot
+    from busbar.server.lifecycle import run
+    from busbar.store import StoreBootError
+
+    try:
+        gateway, _reloader = boot(loaded, os.environ)
+    except BootError as e:
+        return _refuse(e.faults, "config" if e.checked else "start-up")
     try:
         import uvloop
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop ships with uvicorn[standard]
         runner = asyncio.run
-    from busbar.store import StoreBootError
-
     try:
-        started = runner(run(loaded, gateway, host, port_n))
+        started = runner(run(loaded, gateway, host, port, **listener))
     except StoreBootError as e:
         for line in e.faults:
             print(line, file=sys.stderr)

@@ -18,7 +18,9 @@ import contextlib
 import gc
 import logging
 import signal
+import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,8 +45,18 @@ async def _saver(gw: Gateway, path: Path) -> None:
         save(gw, path)
 
 
-async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int) -> bool:
+async def _when_started(server: uvicorn.Server, ready: Callable[[], None]) -> None:
+    while not server.started:
+        await asyncio.sleep(0.01)
+    ready()
+
+
+async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, sock: socket.socket | None = None,
+              ready: Callable[[], None] | None = None) -> bool:
     """Serve until stopped; returns whether the server started (False: e.g. the port was taken).
+
+    ``sock``: an already listening socket to accept on (a ``--workers`` worker's inherited one)
+    instead of binding ``host:port``; ``ready()`` is called once the server accepts connections.
 
     Raises:
         busbar.store.StoreBootError: the store could not be opened (nothing was served).
@@ -69,6 +81,8 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int) -> b
     tasks = start_probers(gateway)
     if path is not None:
         tasks.append(asyncio.ensure_future(_saver(gateway, path)))
+    if ready is not None:
+        tasks.append(asyncio.ensure_future(_when_started(server, ready)))
     log.info("busbar listening on %s:%d (%d pools, %d models)", host, port, len(gateway.pools),
              len(gateway.lanes))
     # uvicorn re-raises the stop signal after serve() returns, with the handlers it found installed;
@@ -79,7 +93,7 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int) -> b
     gc.collect()
     gc.freeze()          # boot-time objects (config, plugins, pools) leave the collector's scans: shorter full GCs
     try:
-        await server.serve()
+        await server.serve(sockets=[sock] if sock is not None else None)
     finally:
         for t in tasks:
             t.cancel()
