@@ -85,7 +85,7 @@ def test_two_workers_serve_reload_and_stop_together(tmp_path: Path, mock, plugin
         assert children(gw.proc.pid) == workers      # a reload restarts nobody
 
         os.kill(workers[0], signal.SIGKILL)          # a crashed worker is replaced
-        wait_until(lambda: "worker 0 (pid %d) exited with status -9; starting a new one" % workers[0] in gw.logs(),
+        wait_until(lambda: f"worker 0 (pid {workers[0]}) exited with status -9; starting a new one" in gw.logs(),
                    timeout=30, what="the crash logged")
         wait_until(lambda: len(children(gw.proc.pid)) == 2 and workers[0] not in children(gw.proc.pid),
                    timeout=60, what="a new worker 0")
