@@ -9,7 +9,10 @@ with one OpenAI-protocol model ``gpt`` on the mock, ``listen`` left as ``{port}`
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -77,3 +80,37 @@ providers:
 models:
   gpt: {{ provider: oa }}
 {extra}"""
+
+
+_READ = """
+import asyncio, dataclasses, json, sys
+module, _, name = sys.argv[1].partition(":")
+cls = getattr(__import__(module), name)
+
+async def read():
+    store = cls.from_settings(json.loads(sys.argv[2]))
+    await store.open()
+    try:
+        if sys.argv[3] == "metering":
+            rows = [dataclasses.asdict(r) for r in await store.list_metering(sys.argv[4])]
+        else:
+            rows = (await store.info())["counts"]
+    finally:
+        await store.close()
+    print(json.dumps(rows, sort_keys=True))
+asyncio.run(read())
+"""
+_CLASSES = {"sqlite": ("busbar-store-sqlite", "busbar_store_sqlite:SqliteStore"),
+            "postgres": ("busbar-store-postgres", "busbar_store_postgres:PostgresStore"),
+            "valkey": ("busbar-store-valkey", "busbar_store_valkey:ValkeyStore")}
+
+
+def read_store(module: str, settings: dict[str, Any], what: str, *args: str) -> Any:
+    """``what`` = ``metering`` (rows of day ``args[0]``, as dicts) or ``counts`` of the store, read with
+    the plugin's own code in a child process (importing a plugin package here would shadow the
+    signed tarballs other tests load)."""
+    project, cls = _CLASSES[module]
+    out = subprocess.run([sys.executable, "-c", _READ, cls, json.dumps(settings), what, *args], check=True,
+                         timeout=60, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "plugins" / project / "src")})
+    return json.loads(out.stdout)

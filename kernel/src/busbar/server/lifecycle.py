@@ -31,6 +31,7 @@ from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
 from busbar.server.app import AppState, create_app
 from busbar.server.listener import protocol_class
 from busbar.store.attach import start_store, stop_store
+from busbar.store.metering import metering_finisher
 
 if TYPE_CHECKING:
     from busbar.config.load import LoadedConfig
@@ -72,6 +73,7 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
     if path is not None:
         restore(gateway, path)
     state = AppState(gateway=gateway, started_at=time.time())
+    state.finishers.append(metering_finisher(gateway))    # per-request metering into gw.flusher
     limits = loaded.config.limits
     config = uvicorn.Config(create_app(state), host=host, port=port, lifespan="off", access_log=False,
                             log_level=logging.getLogger().getEffectiveLevel(),
