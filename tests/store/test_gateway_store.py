@@ -131,3 +131,13 @@ def test_validate_and_boot_name_the_missing_flag_or_tarball(tmp_path: Path, flag
         assert r.returncode == 2, args
         assert r.stderr.splitlines() == [line.format(dir=plugins),
                                          "busbar: 1 config error(s); refusing to start"], args
+
+
+@pytest.mark.parametrize("module", ["valkey", "redis", "busbar-store-valkey"])
+def test_every_name_of_the_valkey_store_validates(tmp_path: Path, module: str) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(config(tmp_path, module, {"url": "redis://127.0.0.1:6379/0", "prefix": "busbar-validate:"},
+                          "busbar-store-valkey").replace("{port}", str(free_port())))
+    r = subprocess.run([BUSBAR, "--validate", "--config", str(cfg)], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path, env={**os.environ, **ENV, "BUSBAR_LOG": "error"})
+    assert (r.returncode, r.stdout) == (0, f"busbar: {cfg} is valid (1 warning(s))\n"), r.stderr

@@ -159,4 +159,11 @@ def check_store(ctx: Any) -> None:
             ctx.err("store.settings", "the compiled-in memory store takes no settings; remove them or "
                                       "choose a durable store.module")
         return
-    ctx.plugin_ref(store.module, "store.module", kind="store")
+    from busbar.store import ALIASES
+
+    module = store.module
+    canonical = ALIASES.get(module)      # `valkey` and `redis` both name busbar-store-valkey (alias `redis`)
+    if canonical is not None and ctx.plugins is not None and ctx.plugins.kind_of(module) is None \
+            and ctx.plugins.kind_of(canonical) is not None:
+        module = canonical
+    ctx.plugin_ref(module, "store.module", kind="store")
