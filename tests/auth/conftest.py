@@ -29,6 +29,12 @@ def mock():
         yield m
 
 
+@pytest.fixture(autouse=True)
+def _clean_mock(request):
+    if "mock" in request.fixturenames:
+        request.getfixturevalue("mock").clear()
+
+
 @pytest.fixture(scope="module")
 def busbar_factory(tmp_path_factory):
     started = []
