@@ -115,10 +115,8 @@ def faults(extra: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("extra", "line"), [
-    ("auth: { chain: [keys] }\n", f"auth.chain: a data-plane auth chain (client authentication) {TAIL}"),
     ("auth: { upstream_credentials: passthrough }\n",
      f"auth.upstream_credentials: 'passthrough': passthrough of the caller's credential {TAIL}"),
-    ("auth: { signing_key: { env: SIGN } }\n", f"auth.signing_key: a virtual-key signing key {TAIL}"),
     ("groups: { acme: {} }\n", f"groups: the group limit tree {TAIL}"),
     ("per_request_fee: 2\n", f"per_request_fee: 2: a per-request fee {TAIL}"),
     ("admin_listen: 127.0.0.1:9000\n", f"admin_listen: '127.0.0.1:9000': an admin API listener other than the "

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from busbar.config.migrate import _Ctx
 
 DEFAULT_GOVERNANCE_DB = "busbar-governance.db"  # 1.4.x's default governance.db_path
-REMINT = ("static tokens are gone in 1.5.0: mint a signed key for every caller (POST /api/v1/admin/keys); "
-          "1.x bearer tokens stop working")
+REMINT = ("static tokens are gone in 1.5.0: mint a signed key for every caller with "
+          "'busbar admin keys mint --name <caller>' (docs/auth.md#minting-keys); 1.x bearer tokens stop working")
 
 
 def _map(v: Any) -> dict[Any, Any]:
@@ -175,8 +175,13 @@ def _auth(root: dict[Any, Any], ctx: _Ctx) -> None:
             ctx.todo(("auth", "chain"), REMINT)
     if auth.pop("client_tokens", None) is not None:
         ctx.change("auth.client_tokens removed (static tokens are gone)")
-        ctx.todo(("auth",), "auth.client_tokens was removed: mint a signed key for each former token holder "
-                            "(POST /api/v1/admin/keys)")
+        if "chain" not in auth:       # the 1.x deployment required a token: it must stay closed
+            auth["chain"] = ["keys"]
+            ctx.change("auth.client_tokens -> auth.chain: [keys] (every caller presents a minted key)")
+            ctx.todo(("auth", "chain"), REMINT)
+        else:
+            ctx.todo(("auth",), "auth.client_tokens was removed: mint a signed key for each former token "
+                                "holder with 'busbar admin keys mint --name <caller>' (docs/auth.md#minting-keys)")
     if group_map is not None:
         _group_map(root, auth, group_map, ctx)
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from busbar.auth.identity import Identity
 from busbar.modelname import name_fault
 from busbar.proto.base import ErrorKind
 from busbar.proto.errors import ProtoError
@@ -148,6 +149,13 @@ class DataPlane:
             fault = name_fault(name)
             if fault is not None:
                 return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, fault), None
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        identity = None
+        if gw.frontdoor is not None:     # auth.chain before any lookup: a stranger learns no pool names
+            verdict = await gw.frontdoor.admit(headers, dialect, adhoc_provider or name)
+            if not isinstance(verdict, Identity):
+                return verdict, name
+            identity = verdict
         target: Pool | Lane | None
         if adhoc_provider is not None:
             target = gw.adhoc_lane(adhoc_provider, name)
@@ -160,7 +168,6 @@ class DataPlane:
                 return error_reply(dialect, 404, ErrorKind.NOT_FOUND,
                                    f"the model '{name}' does not exist: no pool or model of that name "
                                    f"is configured"), None
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         stream = route.stream if route.stream is not None else body.get("stream") is True
         call = Call(dialect, body, raw, stream, headers, name, route.shims)
         call.record = record
@@ -168,6 +175,7 @@ class DataPlane:
         record.client_request_id = headers.get("x-request-id")
         if isinstance(target, Pool):
             record.pool = target.name
+        record.identity = identity
         try:
             if _needs_ir_check(call, target):
                 call.ir  # noqa: B018 - evaluating the property validates the body's shape before any upstream work

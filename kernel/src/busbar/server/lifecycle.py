@@ -17,8 +17,10 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
+from busbar.auth.boot import FrontDoorBootError, start_front_door
 from busbar.proxy.health import start_probers
 from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
 from busbar.server.app import AppState, create_app
@@ -80,7 +83,18 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
                             http=protocol_class(limits.header_read_timeout_secs),
                             timeout_keep_alive=limits.keep_alive_timeout_secs)
     server = uvicorn.Server(config)
-    tasks = start_probers(gateway)
+    try:
+        front = await start_front_door(gateway, loaded, os.environ)
+    except FrontDoorBootError as e:
+        for line in e.faults:
+            print(line, file=sys.stderr)
+        print(f"busbar: {len(e.faults)} start-up error(s); refusing to start", file=sys.stderr)
+        await stop_store(gateway, store_tasks)
+        await gateway.aclose()
+        if gateway.plugins is not None:
+            gateway.plugins.close()
+        return False
+    tasks = start_probers(gateway) + front
     if path is not None:
         tasks.append(asyncio.ensure_future(_saver(gateway, path)))
     if ready is not None:
