@@ -1,0 +1,42 @@
+"""``Identity``: the caller the data-plane chain resolved (docs/auth.md#identity).
+
+One per authenticated request, on ``call.record.identity``; ``None`` there means the front door is
+open (``auth.chain: []``). Frozen: chain modules build it, nothing downstream edits it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["Identity", "IdentityKind"]
+
+IdentityKind = Literal["key", "sigv4", "plugin"]
+"""How the caller proved itself: a ``bbk_`` token (``key``), an inbound SigV4 signature made with a
+key's AWS credential (``sigv4``), or a ``kind: auth`` plugin's ``Identify`` (``plugin``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """A verified caller.
+
+    Attributes:
+        principal: the virtual key id (``vk_...``) for ``key``/``sigv4``, the IdP subject for ``plugin``.
+        module: the chain module that identified the caller (``keys``, or the plugin's runtime name).
+        group: the ``groups:`` bucket the caller charges through; ``None`` = no group (unlimited).
+        allowed_pools: pools the caller may target; ``None`` = every pool, empty = none.
+        labels: the key's labels (string -> string); empty for IdP callers.
+        roles: roles the module asserted (IdP callers); empty for keys.
+        kind: see :data:`IdentityKind`.
+    """
+
+    principal: str
+    module: str
+    group: str | None = None
+    allowed_pools: frozenset[str] | None = None
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    roles: frozenset[str] = frozenset()
+    kind: IdentityKind = "key"
+
+    def may_use(self, pool: str) -> bool:
+        """Whether this caller may target ``pool`` (a pool name, or an ad-hoc route's provider)."""
+        return self.allowed_pools is None or pool in self.allowed_pools
