@@ -58,16 +58,12 @@ class Unsupported:
 
 #: The keys refused at boot when set to a non-default value (order = doc order = fault order).
 UNSUPPORTED: tuple[Unsupported, ...] = (
-    Unsupported("admin_listen", "an admin API listener other than the default",
-                "there is no admin API in this build (no /api/v1/admin routes are served)"),
-    Unsupported("admin_insecure", "an exposed admin API", "there is no admin API in this build"),
-    Unsupported("admin_tls", "TLS for the admin API", "there is no admin API in this build"),
+    Unsupported("admin_tls", "TLS for the admin API",
+                "the admin API listens on plain HTTP only (loopback, or admin_insecure: true)"),
     Unsupported("tls", "inbound TLS termination",
                 "the data plane listens on plain HTTP only; terminate TLS in front of it"),
     Unsupported("auth.chain", "a data-plane auth chain (client authentication)",
                 "no chain module (keys or an auth plugin) runs on the request path: the front door is open"),
-    Unsupported("auth.admin_auth", "an admin auth chain other than the default",
-                "there is no admin API in this build"),
     Unsupported("auth.role_bindings", "role bindings", "no auth chain runs, so no role is ever asserted"),
     Unsupported("auth.signing_key", "a virtual-key signing key", "virtual keys are not minted or verified"),
     Unsupported("auth.upstream_credentials", "passthrough of the caller's credential",
@@ -82,9 +78,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "the gateway keeps no state in a store yet (`busbar store info|prune` already work on the "
                 "configured store: docs/stores.md)"),
     Unsupported("limits.tls_handshake_timeout_secs", "a TLS handshake timeout", "there is no inbound TLS"),
-    Unsupported("limits.max_keys_per_principal", "a live-key cap per group", "virtual keys are not minted"),
-    Unsupported("limits.max_auto_provisioned_groups", "a cap on auto-provisioned groups",
-                "groups are not provisioned"),
     Unsupported("observability.otlp_url", "an OTLP trace exporter", "no traces are exported"),
     Unsupported("observability.request_log_webhook_url", "a request-log webhook",
                 "no request log is delivered"),
@@ -111,6 +104,11 @@ NO_EFFECT: dict[str, str] = {
 #: key path pattern -> the kernel module (under busbar/) that reads it at run time.
 READERS: dict[str, str] = {
     "listen": "cli.py",
+    "admin_listen": "admin/server.py",
+    "admin_insecure": "config/validate_auth.py",          # the exposure rule; the listener is admin/server.py
+    "auth.admin_auth": "admin/server.py",
+    "limits.max_keys_per_principal": "admin/keys.py",
+    "limits.max_auto_provisioned_groups": "admin/keys.py",
     "providers.*.api_key": "proxy/gateway.py",
     "providers.*.protocol": "proxy/gateway.py",
     "providers.*.base_url": "proxy/gateway.py",

@@ -41,6 +41,8 @@ from busbar.proxy.upstream import AiohttpUpstream, HttpxUpstream, Upstream
 if TYPE_CHECKING:
     from busbar_sdk.ssrf import HostGuard
 
+    from busbar.admin.audit import AuditLog
+    from busbar.admin.provision import RuntimeGroups
     from busbar.loader.registry import PluginSet
     from busbar.loader.reload import PluginReloader
 
@@ -68,6 +70,8 @@ class Gateway:
         self.metrics: NullMetrics = NullMetrics()
         self.plugins: PluginReloader | None = None   # when plugins are enabled
         self.hooks: HookEngine | None = None         # when any pool or global_hooks has hooks
+        self.audit: AuditLog | None = None           # the admin audit log (busbar.admin.server)
+        self.runtime_groups: RuntimeGroups | None = None   # auto-provisioned groups (busbar.admin.provision)
         self.cells_by_lane: dict[str, list[BreakerCell]] = {name: [lane.default_cell] for name, lane in lanes.items()}
         for pool in pools.values():
             for m in pool.members:

@@ -1,7 +1,8 @@
 """Process lifecycle of a serving gateway: restore state, start background tasks, serve, shut down.
 
 ``run(loaded, gateway, host, port)`` (a coroutine): restores the ``BUSBAR_STATE_FILE`` snapshot,
-spawns the health probers and the periodic state saver, moves the boot-time heap out of the garbage
+starts the admin plane on ``admin_listen`` (``busbar.admin.server``; a failure to start it stops the
+boot), spawns the health probers and the periodic state saver, moves the boot-time heap out of the garbage
 collector's scans (``gc.freeze``: full collections then walk only request-time objects, a shorter tail
 latency), serves with uvicorn until SIGINT/SIGTERM (the listener's head cap, head-read and
 keep-alive idle timeouts and HTTP/1.0 framing: ``busbar.server.listener``),
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
+from busbar.admin.server import AdminStartError, start_admin
 from busbar.proxy.health import start_probers
 from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
 from busbar.server.app import AppState, create_app
@@ -52,6 +54,12 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int) -> b
                             http=protocol_class(limits.header_read_timeout_secs),
                             timeout_keep_alive=limits.keep_alive_timeout_secs)
     server = uvicorn.Server(config)
+    try:
+        admin = await start_admin(state, loaded)
+    except AdminStartError as e:
+        log.error("%s", e)
+        await gateway.aclose()
+        return False
     tasks = start_probers(gateway)
     if path is not None:
         tasks.append(asyncio.ensure_future(_saver(gateway, path)))
@@ -72,6 +80,7 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int) -> b
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        await admin.stop()
         if path is not None:
             save(gateway, path)
         await gateway.aclose()
