@@ -42,9 +42,12 @@ def _cursor_in(cursor: str | None) -> str | None:
     if not cursor:
         return None
     try:
-        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        last = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise AdminError("invalid_request", "cursor: not a cursor this API returned; start over without it") from None
+        last = ""
+    if not last.startswith("vk_"):
+        raise AdminError("invalid_request", "cursor: not a cursor this API returned; start over without it")
+    return last
 
 
 async def _idempotent(request: Request, make: Callable[[], Awaitable[dict[str, Any]]], status: int,
