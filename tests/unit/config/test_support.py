@@ -119,8 +119,10 @@ def faults(extra: str) -> list[str]:
      f"auth.upstream_credentials: 'passthrough': passthrough of the caller's credential {TAIL}"),
     ("groups: { acme: {} }\n", f"groups: the group limit tree {TAIL}"),
     ("per_request_fee: 2\n", f"per_request_fee: 2: a per-request fee {TAIL}"),
-    ("admin_listen: 127.0.0.1:9000\n", f"admin_listen: '127.0.0.1:9000': an admin API listener other than the "
-                                       f"default {TAIL}"),
+    ("admin_tls: { cert: { file: /c }, key: { file: /k } }\n", f"admin_tls: TLS for the admin API {TAIL}"),
+    ("auth: { admin_auth: [oidc] }\n", "auth.admin_auth[0]: 'oidc': an identity-provider module gating the admin "
+                                       "API is not supported in this build; use admin-tokens with a token: (see "
+                                       "docs/admin.md#authentication)"),
     ("tls: { cert: { file: /c }, key: { file: /k } }\n", f"tls: inbound TLS termination {TAIL}"),
     ("observability: { otlp_url: 'http://127.0.0.1:4318' }\n",
      f"observability.otlp_url: 'http://127.0.0.1:4318': an OTLP trace exporter {TAIL}"),
@@ -129,7 +131,8 @@ def faults(extra: str) -> list[str]:
     ("advanced: { worker_threads: 4 }\n", f"advanced.worker_threads: 4: a worker thread count {TAIL}"),
     ("advanced: { upstream_h2_prior_knowledge: true }\n",
      f"advanced.upstream_h2_prior_knowledge: True: HTTP/2 to upstreams {TAIL}"),
-    ("limits: { max_keys_per_principal: 3 }\n", f"limits.max_keys_per_principal: 3: a live-key cap per group {TAIL}"),
+    ("limits: { tls_handshake_timeout_secs: 5 }\n",
+     f"limits.tls_handshake_timeout_secs: 5: a TLS handshake timeout {TAIL}"),
     ("rate_card: { claude: { input_utok: 1, output_utok: 2, cache_read_utok: 0.5 } }\n",
      f"rate_card.claude.cache_read_utok: 0.5: cache-read token pricing {TAIL}"),
 ], ids=lambda v: v.split(":")[0] if isinstance(v, str) and v.endswith("\n") else None)

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from busbar_sdk.ssrf import HostGuard
     from busbar_sdk.store import Store
 
+    from busbar.admin.audit import AuditLog
+    from busbar.admin.provision import RuntimeGroups
     from busbar.auth.chain import FrontDoor
     from busbar.auth.signing import Keyring
     from busbar.loader.registry import PluginSet
@@ -85,6 +87,8 @@ class Gateway:
         self.hooks: HookEngine | None = None         # when any pool or global_hooks has hooks
         self.frontdoor: FrontDoor | None = None      # auth.chain (busbar.auth.boot.start_front_door)
         self.signing: Keyring | None = None          # the virtual-key signing keyring (busbar.auth.signing)
+        self.audit: AuditLog | None = None           # the admin audit log (busbar.admin.server)
+        self.runtime_groups: RuntimeGroups | None = None   # auto-provisioned groups (busbar.admin.provision)
         self.cells_by_lane: dict[str, list[BreakerCell]] = {name: [lane.default_cell] for name, lane in lanes.items()}
         for pool in pools.values():
             for m in pool.members:

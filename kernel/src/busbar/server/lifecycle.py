@@ -2,12 +2,14 @@
 
 ``run(loaded, gateway, host, port)`` (a coroutine): opens the store (``busbar.store.attach``; raises
 ``StoreBootError`` when it is unreachable, after closing the gateway), restores the
-``BUSBAR_STATE_FILE`` snapshot, spawns the health probers, the usage flusher, the key sync and the
-periodic state saver, moves the boot-time heap out of the garbage collector's scans (``gc.freeze``:
-full collections then walk only request-time objects, a shorter tail latency), serves with uvicorn
-until SIGINT/SIGTERM (the listener's head cap, head-read and keep-alive idle timeouts and HTTP/1.0
-framing: ``busbar.server.listener``), then cancels the background tasks, writes a final snapshot,
-flushes pending usage to the store and closes it, and closes the upstream client.
+``BUSBAR_STATE_FILE`` snapshot, starts the front door (``busbar.auth.boot``) and the admin plane on
+``admin_listen`` (``busbar.admin.server``; a failure to start either stops the boot), spawns the
+health probers, the usage flusher, the key sync and the periodic state saver, moves the boot-time
+heap out of the garbage collector's scans (``gc.freeze``: full collections then walk only
+request-time objects, a shorter tail latency), serves with uvicorn until SIGINT/SIGTERM (the
+listener's head cap, head-read and keep-alive idle timeouts and HTTP/1.0 framing:
+``busbar.server.listener``), then cancels the background tasks, stops the admin plane, writes a
+final snapshot, flushes pending usage to the store and closes it, and closes the upstream client.
 
 Source: docs/configuration.md, docs/reliability.md#health-probing
 """
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
+from busbar.admin.server import AdminStartError, start_admin
 from busbar.auth.boot import FrontDoorBootError, start_front_door
 from busbar.proxy.health import start_probers
 from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
@@ -83,12 +86,17 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
                             http=protocol_class(limits.header_read_timeout_secs),
                             timeout_keep_alive=limits.keep_alive_timeout_secs)
     server = uvicorn.Server(config)
+    front: list[asyncio.Task[None]] = []
     try:
         front = await start_front_door(gateway, loaded, os.environ)
-    except FrontDoorBootError as e:
-        for line in e.faults:
+        admin = await start_admin(state, loaded)
+    except (FrontDoorBootError, AdminStartError) as e:
+        for t in front:
+            t.cancel()
+        faults = e.faults if isinstance(e, FrontDoorBootError) else [str(e)]
+        for line in faults:
             print(line, file=sys.stderr)
-        print(f"busbar: {len(e.faults)} start-up error(s); refusing to start", file=sys.stderr)
+        print(f"busbar: {len(faults)} start-up error(s); refusing to start", file=sys.stderr)
         await stop_store(gateway, store_tasks)
         await gateway.aclose()
         if gateway.plugins is not None:
@@ -116,6 +124,7 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        await admin.stop()
         if path is not None:
             save(gateway, path)
         await stop_store(gateway, store_tasks)

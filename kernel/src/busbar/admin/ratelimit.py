@@ -1,0 +1,54 @@
+"""Per-principal mutation budgets of the admin API, in fixed one-minute windows.
+
+Every request that is not a ``GET``/``HEAD`` spends one unit of its principal's budget for its class
+before the handler runs: ``config`` (``/config/...``: validation and apply are costly) 10 a minute,
+``crud`` (everything else) 60 a minute. Past the budget the answer is ``429 rate_limited`` with
+``Retry-After`` = the whole seconds left in the window.
+
+Source: docs/admin.md#rate-limits.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+__all__ = ["BUDGETS", "MutationLimiter", "class_of"]
+
+#: class -> mutations per principal per minute.
+BUDGETS: dict[str, int] = {"config": 10, "crud": 60}
+WINDOW_S = 60
+
+
+def class_of(route: str) -> str:
+    """The budget class of a route template (``config`` under ``/config``, else ``crud``)."""
+    return "config" if "/api/v1/admin/config" in route else "crud"
+
+
+class MutationLimiter:
+    """Fixed-window counters keyed by ``(principal, class)``.
+
+    Args:
+        budgets: class -> mutations per window (default :data:`BUDGETS`).
+        clock: seconds (monotonic).
+    """
+
+    def __init__(self, budgets: dict[str, int] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.budgets = dict(BUDGETS if budgets is None else budgets)
+        self._clock = clock
+        self._windows: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def spend(self, principal: str, klass: str) -> int | None:
+        """Spend one unit; ``None`` when allowed, else the seconds until the window resets (>= 1)."""
+        now = self._clock()
+        window = int(now // WINDOW_S)
+        key = (principal, klass)
+        start, used = self._windows.get(key, (window, 0))
+        if start != window:
+            start, used = window, 0
+        if used >= self.budgets.get(klass, BUDGETS["crud"]):
+            return max(1, math.ceil((start + 1) * WINDOW_S - now))
+        self._windows[key] = (start, used + 1)
+        if len(self._windows) > 10_000:               # stale windows of idle principals
+            self._windows = {k: v for k, v in self._windows.items() if v[0] == window}
+        return None

@@ -1,0 +1,206 @@
+"""Start and stop the admin plane beside the data listener (called by ``busbar.server.lifecycle``).
+
+``await start_admin(state, loaded) -> AdminPlane``:
+
+1. the store: ``gw.store`` when the gateway carries one, else a ``MemoryStore`` of the admin plane's
+   own (the ephemeral default);
+2. the audit log on it (``gw.audit``), which records ``boot`` and one ``plugin.load`` per loaded
+   plugin;
+3. the runtime groups (``gw.runtime_groups``), loaded from the store;
+4. the admin chain (``auth.admin_auth``): ``admin-tokens`` tokens resolved from their secret
+   references; ``[]`` = open (a loud warning). When nothing could ever authenticate (the default
+   ``[admin-tokens]`` without ``token:``) no listener starts and one line says how to enable it;
+5. the FastAPI app (``busbar.admin.app``) served by uvicorn on ``admin_listen`` from a socket bound
+   here, so a taken port is a clear :class:`AdminStartError` (the process exits 1).
+
+Tokens are signed with ``gw.signing`` when the front door loaded a keyring, else with a keyring
+loaded on the first mint (``busbar.auth.signing.load_keyring``: ``auth.signing_key``, the store,
+or the generated file next to config.yaml).
+
+Source: docs/admin.md#listener.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+from busbar_sdk.store import MemoryStore, Store, StoreError
+
+from busbar import __version__
+from busbar.admin.app import create_admin_app
+from busbar.admin.audit import AuditLog
+from busbar.admin.context import AdminContext
+from busbar.admin.keys import KeyService
+from busbar.admin.principal import AdminAuth
+from busbar.admin.provision import RuntimeGroups
+from busbar.config.schema_base import BUILTIN_ADMIN_MODULE
+from busbar.config.validate_auth import split_hostport
+
+if TYPE_CHECKING:
+    from busbar.auth.signing import Keyring
+    from busbar.config.load import LoadedConfig
+    from busbar.proxy.gateway import Gateway
+    from busbar.server.app import AppState
+
+__all__ = ["AdminPlane", "AdminStartError", "start_admin"]
+
+log = logging.getLogger("busbar.admin")
+
+
+class AdminStartError(Exception):
+    """The admin plane cannot start (the message is one line naming the key and the fix)."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: the data listener's handle SIGINT/SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def _secret(ref: Any, where: str, gw: Gateway) -> str:
+    from busbar.config.secrets import resolve_secret
+
+    resolver = None
+    if gw.plugins is not None:
+        from busbar.loader.secrets import SecretModuleResolver
+
+        resolver = SecretModuleResolver(gw.plugins.current)
+    return resolve_secret(ref, os.environ, where=where, module_resolver=resolver)
+
+
+def admin_auth(loaded: LoadedConfig, gw: Gateway) -> AdminAuth:
+    """The resolved admin chain. Raises :class:`AdminStartError` for a token that does not resolve."""
+    from busbar.config.secrets import SecretError
+
+    modules = loaded.config.auth.modules("admin_auth")
+    tokens = []
+    for i, mod in enumerate(modules):
+        if mod.name == BUILTIN_ADMIN_MODULE and mod.token is not None:
+            try:
+                tokens.append(_secret(mod.token, f"auth.admin_auth[{i}].{mod.name}.token", gw))
+            except SecretError as e:
+                raise AdminStartError(f"config.yaml: {e}") from None
+    return AdminAuth(tokens, open_admin=not modules)
+
+
+class AdminPlane:
+    """The running admin plane: ``ctx`` (services), ``server`` / ``task`` (None when no listener)."""
+
+    def __init__(self, ctx: AdminContext, server: uvicorn.Server | None, task: asyncio.Task[None] | None,
+                 owned_store: Store | None) -> None:
+        self.ctx = ctx
+        self.server = server
+        self.task = task
+        self._owned_store = owned_store
+
+    async def stop(self) -> None:
+        """Stop the listener, flush pending audit records, close a store the plane opened itself."""
+        if self.server is not None and self.task is not None:
+            self.server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self.task, 5)
+        with contextlib.suppress(Exception):
+            await self.ctx.audit.drain()
+        if self._owned_store is not None:
+            with contextlib.suppress(StoreError):
+                await self._owned_store.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host or "0.0.0.0", port))
+    except OSError as e:
+        sock.close()
+        raise AdminStartError(f"config.yaml: admin_listen: cannot listen on {host}:{port} ({e.strerror}); free "
+                              f"the port or choose another admin_listen") from None
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def _issuer(loaded: LoadedConfig, gw: Gateway, store: Store) -> Any:
+    holder: dict[str, Keyring] = {}
+
+    async def issue(sub: str, exp: int, generation: int) -> str:
+        from busbar.auth.signing import load_keyring
+        from busbar.auth.tokens import mint
+
+        keyring: Keyring | None = getattr(gw, "signing", None) or holder.get("k")
+        if keyring is None:
+            ref = loaded.config.auth.signing_key
+            text = _secret(ref, "auth.signing_key", gw) if ref is not None else None
+            keyring = await load_keyring(text, config_path=loaded.config_path,
+                                         store=None if store.backend == "memory" else store)
+            holder["k"] = keyring
+        return mint(keyring, sub, exp, generation)
+
+    def info() -> dict[str, Any] | None:
+        keyring: Keyring | None = getattr(gw, "signing", None) or holder.get("k")
+        if keyring is None:
+            return None
+        return {"kid": keyring.kid, "algorithm": "ed25519", "public_key": keyring.public_key_b64,
+                "source": keyring.source.split(":", 1)[0]}
+    return issue, info
+
+
+async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
+    """Start the admin plane (see the module docstring). Raises :class:`AdminStartError`."""
+    gw = state.gateway
+    cfg = loaded.config
+    store: Store | None = getattr(gw, "store", None)
+    owned = None
+    if store is None:
+        owned = store = MemoryStore()
+        await store.open()
+    audit = AuditLog(store)
+    gw.audit = audit
+    runtime = RuntimeGroups(store)
+    try:
+        await runtime.load()
+        await audit.append("boot", f"busbar/{__version__}", "ok", "system")
+        if gw.plugins is not None:
+            for plugin in gw.plugins.current:
+                await audit.append("plugin.load", f"plugin/{plugin.name}@{plugin.manifest.version}", "ok", "system")
+    except StoreError as e:
+        raise AdminStartError(f"store ({store.backend}): the admin plane cannot read or write it: {e}") from None
+    gw.runtime_groups = runtime
+    auth = admin_auth(loaded, gw)
+    issue, info = _issuer(loaded, gw, store)
+    keys = KeyService(store, audit, runtime, lambda: state.gateway.config, issue)
+    ctx = AdminContext(app_state=state, store=store, audit=audit, keys=keys, runtime_groups=runtime, auth=auth)
+    ctx.extras["signing_info"] = info
+    if not auth.usable:
+        log.info("admin API off: auth.admin_auth has %s without a token:; set auth.admin_auth: "
+                 "[admin-tokens: { token: { env: BUSBAR_ADMIN_TOKEN } }] to serve it on %s",
+                 BUILTIN_ADMIN_MODULE, cfg.admin_listen)
+        return AdminPlane(ctx, None, None, owned)
+    if auth.open:
+        log.warning("auth.admin_auth: [] is an OPEN admin API on %s: anyone who reaches it has full admin "
+                    "authority (development only)", cfg.admin_listen)
+    parsed = split_hostport(cfg.admin_listen)
+    if parsed is None:
+        raise AdminStartError(f"config.yaml: admin_listen: '{cfg.admin_listen}' is not host:port")
+    host, port = parsed
+    sock = _bind(host, port)
+    config = uvicorn.Config(create_admin_app(ctx), lifespan="off", access_log=False,
+                            log_level=logging.getLogger().getEffectiveLevel())
+    server = _Server(config)
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    while not server.started and not task.done():
+        await asyncio.sleep(0.01)
+    if task.done():
+        raise AdminStartError(f"config.yaml: admin_listen: the admin API did not start on {cfg.admin_listen}")
+    bound = sock.getsockname()
+    log.info("busbar admin API listening on %s:%d", bound[0], bound[1])
+    return AdminPlane(ctx, server, task, owned)

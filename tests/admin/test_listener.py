@@ -1,0 +1,163 @@
+"""The admin listener as a process: its own /healthz, the admin credential (401), unknown routes,
+the boot rules of admin_listen / admin_insecure / auth.admin_auth, the config routes and the served
+OpenAPI document (docs/admin.md)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.admin.conftest import BASE, PREFIX, AdminGateway
+from tests.support.gateway import free_port
+
+BUSBAR = str(Path(sys.executable).parent / "busbar")
+ROOT = Path(__file__).resolve().parents[2]
+UNAUTHORIZED = {"error": {"code": "unauthorized", "message": "a valid admin credential is required "
+                                                             "(Authorization: Bearer <token> or x-admin-token)"}}
+
+
+def test_healthz_is_open_and_everything_else_needs_the_token(gw: AdminGateway) -> None:
+    r = httpx.get(gw.admin + "/healthz")
+    assert (r.status_code, r.text) == (200, "ok")
+    for headers in ({}, {"authorization": "Bearer wrong"}, {"x-admin-token": "wrong"}, {"authorization": "Bearer"},
+                    {"authorization": f"Basic {gw.token}"}):
+        r = httpx.get(gw.admin + PREFIX + "/keys", headers=headers)
+        assert (r.status_code, r.json(), r.headers["www-authenticate"]) == (401, UNAUTHORIZED, "Bearer")
+    r = httpx.get(gw.admin + PREFIX + "/keys", headers={"x-admin-token": gw.token})  # type: ignore[dict-item]
+    assert r.status_code == 200
+
+
+def test_a_minted_data_plane_key_is_not_an_admin_credential(gw: AdminGateway) -> None:
+    token = gw.client.post("/keys", json={"name": "dp"}).json()["token"]
+    r = httpx.post(gw.admin + PREFIX + "/keys", json={"name": "x"}, headers={"authorization": f"Bearer {token}"})
+    assert (r.status_code, r.json()) == (401, UNAUTHORIZED)
+
+
+def test_unknown_routes(gw: AdminGateway) -> None:
+    assert httpx.get(gw.admin + PREFIX + "/nothing").json() == UNAUTHORIZED
+    r = gw.client.get("/nothing")
+    assert (r.status_code, r.json()) == (404, {"error": {"code": "not_found",
+                                                         "message": "no admin route /api/v1/admin/nothing"}})
+    r = gw.client.put("/keys")
+    assert (r.status_code, r.json()) == (405, {"error": {"code": "method_not_allowed",
+                                                         "message": "PUT is not allowed on /api/v1/admin/keys"}})
+
+
+def test_config_version_and_validate(gw: AdminGateway) -> None:
+    cfg = gw.client.get("/config")
+    assert cfg.status_code == 200
+    body = cfg.json()
+    assert (body["version"], len(body["sha256"]), cfg.headers["etag"]) == (1, 64, f'"{body["sha256"][:16]}"')
+    good = gw.client.post("/config/validate", json={"config": "providers:\n  openai: { api_key: { env: T_PROVIDER_KEY } }"
+                                                              "\nmodels:\n  gpt: { provider: openai }\n"})
+    assert good.json() == {"valid": True, "errors": [], "warnings": [
+        "config.yaml: auth.chain: [] is an open front door: no client authentication (development only)"]}
+    bad = gw.client.post("/config/validate", json={"config": "providers:\n  openai: { api_key: { env: T_PROVIDER_KEY } }"
+                                                             "\nmodels:\n  gpt: { provider: nope }\n"})
+    assert bad.status_code == 200
+    assert bad.json() == {"valid": False, "warnings": [], "errors": [
+        "config.yaml: models.gpt.provider: 'nope' is not defined under providers; fix the name or add the provider"]}
+
+
+def test_the_served_openapi_document_is_the_committed_one(gw: AdminGateway) -> None:
+    served = gw.client.get("/openapi.json").json()
+    committed = json.loads((ROOT / "docs" / "admin-openapi.json").read_text())
+    assert served == committed
+    assert served["openapi"] == "3.1.0"
+    ops = served["paths"]
+    assert ops["/api/v1/admin/keys"]["post"]["x-busbar-required-scope"] == "mint"
+    assert ops["/api/v1/admin/keys"]["get"]["x-busbar-required-scope"] == "read-only"
+    assert ops["/api/v1/admin/keys/{key_id}"]["delete"]["x-busbar-required-scope"] == "full"
+    assert ops["/api/v1/admin/hooks/{name}/settings"]["patch"]["x-busbar-required-scope"] == "hooks-register"
+
+
+def test_open_admin_auth_serves_without_a_credential(admin_gateway: Callable[..., AdminGateway]) -> None:
+    g = admin_gateway(base=BASE.replace("    - admin-tokens: {{ token: {{ env: T_ADMIN_TOKEN }} }}\n", "")
+                      .replace("  admin_auth:\n", "  admin_auth: []\n"), token=None)
+    r = httpx.post(g.admin + PREFIX + "/keys", json={"name": "open"})
+    assert r.status_code == 201
+    assert "auth.admin_auth: [] is an OPEN admin API" in g.logs()
+    audit = httpx.get(g.admin + PREFIX + "/audit").json()["items"]
+    assert [(a["action"], a["principal"]) for a in audit] == [("boot", "system"), ("key.mint", "anonymous")]
+
+
+def test_no_token_configured_means_no_listener(admin_gateway: Callable[..., AdminGateway]) -> None:
+    g = admin_gateway(base=BASE.replace("    - admin-tokens: {{ token: {{ env: T_ADMIN_TOKEN }} }}\n",
+                                        "    - admin-tokens\n"), token=None, env={"BUSBAR_LOG": "info"})
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(g.admin + "/healthz")
+    assert "admin API off: auth.admin_auth has admin-tokens without a token:" in g.logs()
+
+
+def _boot(tmp_path: Path, text: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(text)
+    return subprocess.run([BUSBAR, "--config", str(cfg)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "T_PROVIDER_KEY": "sk", **env})
+
+
+def _config(admin_listen: str, extra: str = "") -> str:
+    port = free_port()
+    return (BASE.replace("{port}", "{{port}}").format(admin_port=0).replace("{port}", str(port))
+            .replace('admin_listen: "127.0.0.1:0"', f'admin_listen: "{admin_listen}"') + extra)
+
+
+def test_exposed_admin_listen_refuses_to_boot_without_admin_insecure(tmp_path: Path) -> None:
+    done = _boot(tmp_path, _config("0.0.0.0:8081"), {"T_ADMIN_TOKEN": "t"})
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "config.yaml: admin_listen: '0.0.0.0:8081' exposes the admin API on the network without mTLS; bind it to "
+        "127.0.0.1, or set admin_tls with client_ca, or set admin_insecure: true deliberately",
+        "busbar: 1 config error(s); refusing to start"]
+
+
+def test_exposed_admin_listen_with_admin_insecure_serves(admin_gateway: Callable[..., AdminGateway]) -> None:
+    port = free_port()
+    g = admin_gateway(base=BASE.replace('admin_listen: "127.0.0.1:{admin_port}"',
+                                        f'admin_listen: "0.0.0.0:{port}"\nadmin_insecure: true'))
+    r = httpx.get(f"http://127.0.0.1:{port}{PREFIX}/info", headers={"authorization": f"Bearer {g.token}"})
+    assert (r.status_code, r.json()["admin_api_version"]) == (200, "1.0.0")
+    assert f"admin_listen: '0.0.0.0:{port}' exposes the admin API on the network without mTLS (admin_insecure: " \
+           f"true)" in g.logs()
+
+
+def test_blank_admin_token_refuses_to_boot(tmp_path: Path) -> None:
+    done = _boot(tmp_path, _config("127.0.0.1:0"), {"T_ADMIN_TOKEN": "   "})
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0] == ("config.yaml: auth.admin_auth[0].admin-tokens.token: environment variable "
+                                           "T_ADMIN_TOKEN is empty; set T_ADMIN_TOKEN to the secret")
+
+
+def test_taken_admin_port_is_a_start_up_failure(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        done = _boot(tmp_path, _config(f"127.0.0.1:{port}"), {"T_ADMIN_TOKEN": "t"})
+    assert done.returncode == 1
+    assert (f"config.yaml: admin_listen: cannot listen on 127.0.0.1:{port} (Address already in use); free the port "
+            f"or choose another admin_listen") in done.stderr
+
+
+def test_idp_module_in_admin_auth_is_refused(tmp_path: Path) -> None:
+    text = _config("127.0.0.1:0").replace("    - admin-tokens: { token: { env: T_ADMIN_TOKEN } }",
+                                          "    - oidc: { max_admin_scope: mint }")
+    done = subprocess.run([BUSBAR, "--validate", "--config", str(_write(tmp_path, text))], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "T_PROVIDER_KEY": "sk"})
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0] == (
+        "config.yaml: auth.admin_auth[0]: 'oidc': an identity-provider module gating the admin API is not supported "
+        "in this build; use admin-tokens with a token: (see docs/admin.md#authentication)")
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "config.yaml"
+    p.write_text(text)
+    return p
