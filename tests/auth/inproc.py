@@ -1,7 +1,8 @@
 """An in-process gateway on a real socket whose store a test writes keys into.
 
 ``InProcessGateway(config_yaml, tmp_path, env).start()`` loads the config, boots the gateway,
-starts the front door (``busbar.auth.boot.start_front_door``) and serves the real data-plane app
+opens the store (``busbar.store.attach.start_store``), starts the front door
+(``busbar.auth.boot.start_front_door``) and serves the real data-plane app
 with uvicorn on a free port, in a thread with its own event loop. :meth:`mint` writes a
 :class:`~busbar_sdk.store.VirtualKey` into the gateway's store, syncs the mirror and returns a
 ``bbk_`` token signed with the gateway's keyring (what the admin API's mint does over HTTP).
@@ -23,6 +24,7 @@ from busbar.auth.tokens import mint
 from busbar.config.load import load_config
 from busbar.server.app import AppState, create_app
 from busbar.server.boot import boot
+from busbar.store.attach import start_store
 from busbar_sdk.store import VirtualKey
 
 from tests.support.gateway import free_port
@@ -44,7 +46,8 @@ class InProcessGateway:
         ready = threading.Event()
 
         async def main() -> None:
-            self.tasks = await start_front_door(self.gw, self.loaded, self.env)
+            self.tasks = await start_store(self.gw)      # open the store; flusher + key-sync loops
+            self.tasks += await start_front_door(self.gw, self.loaded, self.env)
             cfg = uvicorn.Config(create_app(AppState(gateway=self.gw, started_at=time.time())), host="127.0.0.1",
                                  port=self.port, lifespan="off", log_level="warning", access_log=False)
             self.server = uvicorn.Server(cfg)
