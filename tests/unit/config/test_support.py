@@ -117,8 +117,6 @@ def faults(extra: str) -> list[str]:
 @pytest.mark.parametrize(("extra", "line"), [
     ("auth: { upstream_credentials: passthrough }\n",
      f"auth.upstream_credentials: 'passthrough': passthrough of the caller's credential {TAIL}"),
-    ("groups: { acme: {} }\n", f"groups: the group limit tree {TAIL}"),
-    ("per_request_fee: 2\n", f"per_request_fee: 2: a per-request fee {TAIL}"),
     ("admin_tls: { cert: { file: /c }, key: { file: /k } }\n", f"admin_tls: TLS for the admin API {TAIL}"),
     ("auth: { admin_auth: [oidc] }\n", "auth.admin_auth[0]: 'oidc': an identity-provider module gating the admin "
                                        "API is not supported in this build; use admin-tokens with a token: (see "
@@ -133,8 +131,6 @@ def faults(extra: str) -> list[str]:
      f"advanced.upstream_h2_prior_knowledge: True: HTTP/2 to upstreams {TAIL}"),
     ("limits: { tls_handshake_timeout_secs: 5 }\n",
      f"limits.tls_handshake_timeout_secs: 5: a TLS handshake timeout {TAIL}"),
-    ("rate_card: { claude: { input_utok: 1, output_utok: 2, cache_read_utok: 0.5 } }\n",
-     f"rate_card.claude.cache_read_utok: 0.5: cache-read token pricing {TAIL}"),
 ], ids=lambda v: v.split(":")[0] if isinstance(v, str) and v.endswith("\n") else None)
 def test_a_set_unsupported_key_is_refused_with_one_line(extra: str, line: str) -> None:
     assert faults(extra) == [f"config.yaml: {line}"]

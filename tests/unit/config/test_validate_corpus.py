@@ -129,10 +129,6 @@ def test_full_example_names_what_this_build_does_not_support() -> None:
         load_case(case, check_support=True)
     tail = "is not supported in this build; see docs/unsupported-keys.md"
     assert exc.value.faults == [
-        f"config.yaml: groups: the group limit tree {tail}",
-        f"config.yaml: per_request_fee: 1: a per-request fee {tail}",
-        f"config.yaml: rate_card.claude-sonnet.cache_read_utok: 0.3: cache-read token pricing {tail}",
-        f"config.yaml: rate_card.claude-sonnet.cache_write_utok: 3.75: cache-write token pricing {tail}",
         f"config.yaml: observability.otlp_url: 'http://localhost:4318/v1/traces': an OTLP trace exporter {tail}",
         f"config.yaml: observability.request_log_webhook_url: 'https://logs.example.com/busbar': a request-log "
         f"webhook {tail}",

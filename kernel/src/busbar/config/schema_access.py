@@ -127,7 +127,7 @@ class GroupLimit(Strict):
     tokens: int | None = None
     """Tokens per window (post-paid, best effort)."""
     budget: int | None = None
-    """Spend per window in abstract cents (tokens × rate_card + requests × per_request_fee)."""
+    """Spend per window in micro-units (tokens × rate_card + billable requests × per_request_fee)."""
     concurrent: int | None = None
     """In-flight cap (instantaneous; no per:, no pool:)."""
     per: Literal["minute", "hour", "day", "month", "total"] | None = None
@@ -139,6 +139,8 @@ class GroupLimit(Strict):
     limits only; needs downgrade_to)."""
     downgrade_to: str | None = None
     """With on_exhaust: downgrade: the different, existing pool to re-admit through."""
+    shadow: bool | None = None
+    """true: evaluated, logged and counted (busbar_limit_shadow_rejections_total), never enforced."""
 
     def metrics(self) -> list[str]:
         """The metric keys set on this limit (exactly one in a valid config)."""

@@ -37,6 +37,7 @@ from busbar.hooks.reply import Arms, Reject, Rewrite
 from busbar.hooks.run import HookRun
 from busbar.hooks.specs import GateSpec, TapSpec
 from busbar.hooks.strategies import CONFIG_ONLY, STRATEGIES, Ranker
+from busbar.limits.signals import signals_of, stamp
 from busbar.proto.base import ErrorKind
 from busbar.proto.errors import ProtoError
 from busbar.proxy.relay import error_reply
@@ -109,7 +110,12 @@ class PoolChain:
         members = [m for m in pool.members if m.index not in skip and m.usable(now)]
         base = None
         if self.ranker is not None:
-            ranked = self.ranker(members, self.costs)
+            if self.strategy == "usage":     # the caller's chain headroom (busbar.limits.signals)
+                sig = signals_of(gw, call, pool.name)
+                ranked = tuple(m.index for m in members) if members and sig is not None and sig[1] is not None \
+                    else None
+            else:
+                ranked = self.ranker(members, self.costs)
             if ranked:
                 base = (self.strategy or "", ranked)
         if self.native_only:
@@ -138,6 +144,7 @@ class PoolChain:
         extra: list[tuple[tuple[int, int, int], Verdict]] = []
         try:
             cands = candidate_views(members, self.costs, self.statics)
+            stamp(cands, signals_of(gw, call, self.name if self.name in gw.pools else None))
             if not run.transformed:
                 run.transformed = True
                 if self.transforms:
@@ -161,6 +168,7 @@ class PoolChain:
                         return self._planned(gw, run, members, Decision(policy=solo.name, order=arm.order))
                 elif solo.on_error.kind == "hook":      # the gate may have mutated cands: new ones
                     fresh_cands = candidate_views(members, self.costs, self.statics)
+                    stamp(fresh_cands, signals_of(gw, call, self.name if self.name in gw.pools else None))
                     answer, who = await self._settle(solo, res, run, fresh_cands, known, members)
                 else:
                     answer, who = self._terminal(solo, res, members)

@@ -21,8 +21,8 @@ Shapes (docs/hooks.md#what-a-hook-receives); optional fields are
   member declares none), ``cost_per_mtok``? (``(input_utok + output_utok) / 2`` from the model's
   ``rate_card`` entry), ``latency_ms``? (the lane's rolling EWMA, absent before its first
   success), ``available_concurrency`` (free semaphore permits; an unbounded lane reports
-  ``UNBOUNDED_PERMITS - inflight``), ``budget_remaining``? and ``rate_headroom``? (absent until
-  governance supplies them).
+  ``UNBOUNDED_PERMITS - inflight``), ``budget_remaining``? and ``rate_headroom``? (the caller's group
+  chain, added by ``busbar.limits.signals.stamp``; absent when the caller has no group).
 - ``stage`` (taps): ``{"at", ...}`` with only the stage's own fields.
 
 The field names and their wire order are the wire contract's (``busbar_sdk.wire.REQUEST_FIELDS``,

@@ -11,9 +11,9 @@
 ``fastest``    ascending latency EWMA (ms); members without a sample demoted; abstains when none
                has one.
 ``least_busy`` descending free semaphore permits; never abstains.
-``usage``      descending ``rate_headroom`` (tightest requests/tokens headroom across the caller
-               key's group chain); members without the signal demoted; abstains when no candidate
-               has it (always, until governance supplies the signal).
+``usage``      ranks when the caller's group chain has a ``rate_headroom`` (busbar.limits.signals;
+               the same for every member of one pool, so config order); abstains otherwise. The
+               chain calls ``busbar.limits.signals`` for it; this ranker sees no request.
 =============  ===================================================================================
 
 Ties keep config order; demoted members follow in config order. Every signal ranked on here is on

@@ -30,6 +30,7 @@ from busbar.config.schema import BreakerConfig
 from busbar.config.secrets import ModuleResolver, resolve_secret
 from busbar.config.validate import _merged_provider_fields
 from busbar.hooks import HookEngine, attach
+from busbar.limits.gate import Limits
 from busbar.proto.registry import get_dialect
 from busbar.proxy.adhoc import AdhocLanes
 from busbar.proxy.breaker import BreakerCell
@@ -89,6 +90,7 @@ class Gateway:
         self.signing: Keyring | None = None          # the virtual-key signing keyring (busbar.auth.signing)
         self.audit: AuditLog | None = None           # the admin audit log (busbar.admin.server)
         self.runtime_groups: RuntimeGroups | None = None   # auto-provisioned groups (busbar.admin.provision)
+        self.limiter: Limits | None = None           # when groups: or rate_card: is set
         self.cells_by_lane: dict[str, list[BreakerCell]] = {name: [lane.default_cell] for name, lane in lanes.items()}
         for pool in pools.values():
             for m in pool.members:
@@ -127,6 +129,7 @@ class Gateway:
         gw.metrics = Metrics(gw) if cfg.metrics is not None else NullMetrics()
         attach(gw, plugins)          # hook chains (None when nothing asks for hooks)
         attach_store(gw, plugins)    # gw.store, gw.flusher, gw.keysync (opened by the server)
+        gw.limiter = Limits.build(cfg, getattr(gw.metrics, "registry", None))   # groups, rate card
         return gw
 
     def target(self, name: str) -> Pool | Lane | None:

@@ -186,6 +186,9 @@ class DataPlane:
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
                                f"malformed request body: a field has the wrong type or shape; check the "
                                f"body against the {dialect.name} request format"), None
+        if gw.limiter is not None:          # groups and the rate card: admit, then settle at the end
+            return await gw.limiter.serve(gw, call, target,
+                                          lambda t: run_cancellable(receive, forward(gw, call, t))), name
         return await run_cancellable(receive, forward(gw, call, target)), name
 
 

@@ -1,0 +1,60 @@
+"""A request's worst case, counted from its body before anything is forwarded.
+
+Input tokens: the body's UTF-8 bytes / 4, rounded up (the JSON envelope included, so it errs high
+on short prompts). Output tokens: the body's own cap (``max_tokens``, ``max_completion_tokens``,
+``max_output_tokens``, Gemini ``generation_config.max_output_tokens``, Bedrock
+``inferenceConfig.maxTokens``), else the lane's ``default_max_tokens``, else
+``limits.default_max_tokens``; for a pool, the largest over its members. Cost: input at the dearest
+input-side rate (input, cache read, cache write) plus output at the output rate, at the dearest
+member of the pool (pico-units; the fee is charged separately).
+
+``worst_case(body, raw_len, lanes, card, default_max) -> Worst``.
+
+Source: docs/limits.md#reservations.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from busbar.limits.cost import RateCard
+from busbar.limits.engine import Worst
+
+__all__ = ["output_cap", "worst_case"]
+
+BYTES_PER_TOKEN = 4
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def output_cap(body: Mapping[str, Any]) -> int | None:
+    """The output-token cap the body asks for, in any protocol's spelling, or ``None``."""
+    for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+        v = _int(body.get(key))
+        if v is not None:
+            return v
+    for outer, inner in (("generation_config", "max_output_tokens"), ("generationConfig", "maxOutputTokens"),
+                         ("inferenceConfig", "maxTokens")):
+        sub = body.get(outer)
+        if isinstance(sub, dict):
+            v = _int(sub.get(inner))
+            if v is not None:
+                return v
+    return None
+
+
+def worst_case(body: Mapping[str, Any], raw_len: int, lanes: Iterable[Any], card: RateCard,
+               default_max: int) -> Worst:
+    """The worst case of sending ``body`` to any of ``lanes`` (see the module docstring)."""
+    inp = -(-raw_len // BYTES_PER_TOKEN)
+    cap = output_cap(body)
+    tokens = cost = 0
+    for lane in lanes:
+        out = cap if cap is not None else (lane.default_max_tokens or default_max)
+        rates = card.rates_of(lane.name, lane.upstream_model)
+        c = 0 if rates is None else inp * max(rates.input, rates.cache_read, rates.cache_write) + out * rates.output
+        tokens = max(tokens, inp + out)
+        cost = max(cost, c)
+    return Worst(tokens, cost)

@@ -1,0 +1,184 @@
+"""The data plane's seam into limits: admit a call after identity, settle it when it ends.
+
+``Limits.build(cfg, registry) -> Limits | None`` (``None`` when there is neither a group nor a
+rate card: the request path then pays one attribute read). Per request:
+
+- ``limits.admit(gw, call, target, identity) -> (reply, target, ticket)``: with a present
+  ``rate_card`` an ad-hoc model it does not price is refused (400) before forwarding; a caller
+  bound to a group is admitted through :class:`~busbar.limits.engine.Limiter` (``reply`` is then
+  the refusal in the caller's dialect, or ``None`` with the ticket and the target to forward to: a
+  downgrade replaces the pool).
+- ``limits.serve(gw, call, target, run)`` admits, forwards through ``run`` and registers
+  settlement as a finisher of the request record (``call.record.on_finish``): it runs once the
+  reply is written, the stream ended (broken included) or the client left; a non-2xx outcome is
+  refunded, a 2xx one is charged the tokens it used (``record.usage``).
+
+The identity is duck-typed: ``identity.group`` (``None`` = unlimited) and
+``identity.allowed_pools`` (``None`` = every pool). With no identity on the request (an open front
+door) nothing is charged, unless ``BUSBAR_TEST_OPEN_GROUP`` names a group at boot: a test hook that
+charges every request without an identity through that group (docs/limits.md#testing).
+
+Source: docs/limits.md.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from busbar_sdk.store.windows import window_start
+
+from busbar.limits.cost import RateCard, tiers_of
+from busbar.limits.engine import Limiter, Refusal, Ticket, Worst
+from busbar.limits.estimate import worst_case
+from busbar.limits.metrics import LimitMetrics
+from busbar.limits.replies import refusal_reply
+from busbar.limits.tree import GroupTree
+from busbar.proto.base import ErrorKind
+from busbar.proxy.relay import error_reply
+from busbar.proxy.runtime import Lane, Pool
+
+if TYPE_CHECKING:
+    from busbar_sdk.store import Store
+    from prometheus_client import CollectorRegistry
+
+    from busbar.proxy.gateway import Gateway
+    from busbar.proxy.record import RequestRecord
+    from busbar.proxy.relay import Reply
+    from busbar.proxy.translate import Call
+
+__all__ = ["OPEN_GROUP_ENV", "Limits"]
+
+log = logging.getLogger("busbar.limits")
+
+OPEN_GROUP_ENV = "BUSBAR_TEST_OPEN_GROUP"
+
+
+class Limits:
+    """The limits of one running config (see the module docstring).
+
+    Args:
+        cfg: the ``DeploymentConfig``.
+        registry: the gateway's Prometheus registry, or ``None`` (metrics off).
+        open_group: the group charged when a request carries no identity (test hook), or ``None``.
+    """
+
+    def __init__(self, cfg: Any, registry: CollectorRegistry | None = None, open_group: str | None = None) -> None:
+        self.card = RateCard(cfg.rate_card, cfg.per_request_fee)
+        self.tree = GroupTree(cfg.groups)
+        self.metrics = LimitMetrics(registry)
+        self.limiter = Limiter(self.tree, self.card, on_shadow=self._shadow, on_refuse=self.metrics.refused)
+        self.metrics.watch(self.limiter)
+        self.default_max = int(cfg.limits.default_max_tokens)
+        self.open_group = open_group
+        self._lanes: dict[str, tuple[Any, ...]] = {}
+
+    @classmethod
+    def build(cls, cfg: Any, registry: CollectorRegistry | None = None) -> Limits | None:
+        """The running limits, or ``None`` when ``groups:`` is empty and no ``rate_card`` is set."""
+        if not cfg.groups and cfg.rate_card is None:
+            return None
+        group = os.environ.get(OPEN_GROUP_ENV) or None
+        return cls(cfg, registry, group if group in cfg.groups else None)
+
+    async def seed_from(self, store: Store) -> int:
+        """Load every bucket's current window from ``store``'s ledger (boot, before serving), so a
+        restarted node keeps counting where the fleet's flushed ledger stands. Returns how many
+        windows held usage.
+
+        Raises:
+            busbar_sdk.store.StoreError: the store failed (the boot reports it).
+        """
+        now = int(self.limiter.clock())
+        seen: set[str] = set()
+        loaded = 0
+        for lim in self.tree.all_limits():
+            if lim.per is None or lim.bucket in seen:
+                continue
+            seen.add(lim.bucket)
+            start = window_start(lim.per, now)
+            ledger = await store.get_usage(lim.bucket, start)
+            if ledger.requests or ledger.billable_requests or ledger.models:
+                self.limiter.seed(lim.bucket, start, ledger)
+                loaded += 1
+        return loaded
+
+    def _shadow(self, lim: Any) -> None:
+        log.warning("shadow limit: group '%s': %s would have refused this request (not enforced)",
+                    lim.group, lim.label)
+        self.metrics.shadow(lim)
+
+    # -- admission -----------------------------------------------------------------------------
+    def admit(self, gw: Gateway, call: Call, target: Pool | Lane,
+              identity: Any) -> tuple[Reply | None, Pool | Lane, Ticket | None]:
+        """Admit ``call`` (see the module docstring)."""
+        if isinstance(target, Lane) and self.card.present and target.name not in gw.lanes \
+                and self.card.rates_of(target.name, target.upstream_model) is None:
+            return error_reply(call.ingress, 400, ErrorKind.INVALID_REQUEST,
+                               f"model '{target.name}' has no rate_card entry; an unpriced model is refused "
+                               f"while a rate card is configured"), target, None
+        group = getattr(identity, "group", None) if identity is not None else self.open_group
+        if group is None:
+            return None, target, None
+        allowed_pools = getattr(identity, "allowed_pools", None)
+        self.limiter.flusher = getattr(gw, "flusher", None)
+        body, raw_len = call.body, len(call.raw)
+
+        def worst_of(pool: str | None) -> Worst:
+            lanes = self._lanes_of(gw, pool, target)
+            return worst_case(body, raw_len, lanes, self.card, self.default_max)
+
+        def allowed(pool: str) -> bool:
+            return pool in gw.pools and (allowed_pools is None or pool in allowed_pools)
+
+        verdict = self.limiter.admit(group, target.name if isinstance(target, Pool) else None, worst_of, allowed)
+        if isinstance(verdict, Refusal):
+            return refusal_reply(call.ingress, verdict), target, None
+        if isinstance(target, Pool) and verdict.pool != target.name and verdict.pool is not None:
+            log.info("group '%s': pool '%s' budget spent; downgraded to pool '%s'", group, target.name,
+                     verdict.pool)
+            target = gw.pools[verdict.pool]
+        return None, target, verdict
+
+    def _lanes_of(self, gw: Gateway, pool: str | None, target: Pool | Lane) -> tuple[Any, ...]:
+        if pool is None:
+            return (target,)
+        lanes = self._lanes.get(pool)
+        if lanes is None:
+            lanes = self._lanes[pool] = tuple(m.lane for m in gw.pools[pool].members)
+        return lanes
+
+    async def serve(self, gw: Gateway, call: Call, target: Pool | Lane,
+                    run: Callable[[Pool | Lane], Awaitable[Reply | None]]) -> Reply | None:
+        """Admit ``call``, then ``await run(target)``; settlement is a finisher of ``call.record``
+        (run once the reply is written, the stream ended or the client left). Returns the reply
+        (``None`` when the client left). The identity is ``call.record.identity``."""
+        record = call.record
+        identity = record.identity if record is not None else None
+        refused, target, ticket = self.admit(gw, call, target, identity)
+        if refused is not None:
+            return refused
+        if ticket is not None:
+            if record is None:           # no request record (not the data plane): settle on return
+                reply = None
+                try:
+                    reply = await run(target)
+                finally:
+                    ok = reply is not None and 200 <= reply.status < 300
+                    self.limiter.settle(ticket, ok, None, None)
+                return reply
+            record.on_finish(lambda rec: self.settle(gw, ticket, rec))
+        return await run(target)
+
+    def settle(self, gw: Gateway, ticket: Ticket, record: RequestRecord) -> None:
+        """Settle ``ticket`` from the finished ``record``: a 2xx reply is billable and its tokens
+        (``record.usage``: a stream's as far as it got) are charged to the lane that served;
+        anything else (or a client that left before the reply) is refunded."""
+        ok = 200 <= record.status < 300 and record.first_byte is not None
+        model = record.lane
+        tiers = None
+        if ok and model is not None:
+            tiers = tiers_of(record.usage)
+            self.metrics.used(ticket.pool or "", gw, model, tiers, self.card)
+        self.limiter.settle(ticket, ok, model, tiers)

@@ -1,0 +1,83 @@
+"""Prometheus metrics of limits (bounded labels: configured groups, pools and models only).
+
+- ``busbar_limit_rejections_total{metric}``: admissions refused, by the refusing metric
+  (``requests``, ``tokens``, ``budget``, ``concurrent``, ``frozen``, ``unconfigured``).
+- ``busbar_limit_shadow_rejections_total{group,metric,window}``: a shadow limit would have refused.
+- ``busbar_limit_reservations``: requests admitted and not yet settled (their worst case held).
+- ``busbar_limit_tokens_total{pool,model,tier}`` and ``busbar_limit_spend_micros_total{pool,model}``:
+  what settled requests used (``pool`` ``""`` for a direct route; an ad-hoc model is
+  ``<provider>/*``).
+
+With metrics off (no ``metrics:`` block) nothing is exported; the shadow and rejection counts are
+still kept in ``shadow_counts`` / ``rejection_counts`` (read by the admin API).
+
+Source: docs/limits.md#metrics.
+"""
+from __future__ import annotations
+
+from collections import Counter as Tally
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+if TYPE_CHECKING:
+    from busbar_sdk.store import TierTokens
+
+    from busbar.limits.cost import RateCard
+    from busbar.limits.engine import Limiter
+    from busbar.limits.tree import Limit
+
+__all__ = ["LimitMetrics"]
+
+
+class LimitMetrics:
+    """The counters above on ``registry`` (``None``: kept in memory only)."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.registry = registry
+        self.shadow_counts: Tally[tuple[str, str, str]] = Tally()
+        self.rejection_counts: Tally[str] = Tally()
+        self._rej = self._shadow = self._tokens = self._spend = None
+        if registry is not None:
+            self._rej = Counter("busbar_limit_rejections", "Admissions refused by a group limit", ["metric"],
+                                registry=registry)
+            self._shadow = Counter("busbar_limit_shadow_rejections", "Requests a shadow limit would have "
+                                   "refused (not enforced)", ["group", "metric", "window"], registry=registry)
+            self._tokens = Counter("busbar_limit_tokens", "Tokens of settled requests", ["pool", "model", "tier"],
+                                   registry=registry)
+            self._spend = Counter("busbar_limit_spend_micros", "Derived token spend of settled requests "
+                                  "(micro-units)", ["pool", "model"], registry=registry)
+
+    def watch(self, limiter: Limiter) -> None:
+        """Export ``limiter``'s open reservations as a scrape-time gauge."""
+        if self.registry is not None:
+            Gauge("busbar_limit_reservations", "Admitted requests holding a worst-case reservation",
+                  registry=self.registry).set_function(lambda: limiter.reservations)
+
+    def refused(self, lim: Limit | None) -> None:
+        """Count one refusal (``None``: a frozen or unconfigured group)."""
+        metric = lim.metric if lim is not None else "group"
+        self.rejection_counts[metric] += 1
+        if self._rej is not None:
+            self._rej.labels(metric).inc()
+
+    def shadow(self, lim: Limit) -> None:
+        """Count one would-be refusal of a shadow limit."""
+        key = (lim.group, lim.metric, lim.per or "")
+        self.shadow_counts[key] += 1
+        if self._shadow is not None:
+            self._shadow.labels(*key).inc()
+
+    def used(self, pool: str, gw: Any, model: str, tiers: TierTokens, card: RateCard) -> None:
+        """Count one settled request's tokens and spend."""
+        if self._tokens is None or self._spend is None:
+            return
+        lane = gw.lanes.get(model)
+        label = model if lane is not None else "adhoc"
+        for tier in ("input", "output", "cache_read", "cache_write"):
+            n = getattr(tiers, tier)
+            if n:
+                self._tokens.labels(pool, label, tier).inc(n)
+        rates = card.rates_of(model)
+        if rates is not None:
+            self._spend.labels(pool, label).inc(card.cost_pico(rates, tiers) / 1_000_000)

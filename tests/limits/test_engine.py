@@ -1,0 +1,299 @@
+"""The limits engine against a loaded config: all-or-nothing admission (C028), reservations (C027 on
+one node), windows and Retry-After, shadow limits, freeze, downgrade, and cost (C029).
+
+docs/limits.md describes every rule checked here.
+"""
+from __future__ import annotations
+
+from busbar.config.load import load_config_text
+from busbar.limits.cost import RateCard, micros
+from busbar.limits.engine import Limiter, Refusal, Ticket, Worst
+from busbar.limits.tree import GroupTree
+from busbar_sdk.store import TierTokens, UsageDelta, UsageLedger
+
+BASE = """
+providers:
+  up: { protocol: anthropic, base_url: "http://127.0.0.1:9", api_key: { env: K } }
+models:
+  big: { provider: up }
+  small: { provider: up }
+pools:
+  frontier: { members: [ { model: big } ] }
+  value: { members: [ { model: small } ] }
+"""
+
+
+class Clock:
+    def __init__(self, t: float = 1_800_000_000.0) -> None:   # 2027-01-15T08:00:00Z
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Flusher:
+    def __init__(self) -> None:
+        self.items: list[tuple[str, int, UsageDelta]] = []
+
+    def add_usage(self, bucket: str, start: int, delta: UsageDelta) -> None:
+        self.items.append((bucket, start, delta))
+
+
+def limiter(extra: str, clock: Clock | None = None) -> tuple[Limiter, Flusher]:
+    cfg = load_config_text(BASE + extra, {"K": "k"}).config
+    flusher = Flusher()
+    lim = Limiter(GroupTree(cfg.groups), RateCard(cfg.rate_card, cfg.per_request_fee), flusher=flusher,
+                  clock=clock or Clock())
+    return lim, flusher
+
+
+def worst(tokens: int = 0, cost_micros: int = 0):
+    return lambda pool: Worst(tokens, cost_micros * 1_000_000)
+
+
+def counts(lim: Limiter) -> dict[str, tuple[int, int]]:
+    return {b: (w.requests, w.billable) for b, w in lim.current.items()}
+
+
+CHAIN = """
+groups:
+  acme: { limits: [ { requests: 5, per: minute }, { requests: 100, per: day } ] }
+  growth: { parent: acme, limits: [ { requests: 2, per: minute } ] }
+  bob: { parent: growth, limits: [ { requests: 3, per: minute }, { concurrent: 5 } ] }
+"""
+
+
+def test_c028_each_distinct_counter_moves_by_exactly_one() -> None:
+    lim, flusher = limiter(CHAIN)
+    t1 = lim.admit("bob", None, worst())
+    assert isinstance(t1, Ticket)
+    assert counts(lim) == {"group:bob@minute": (1, 1), "group:growth@minute": (1, 1),
+                           "group:acme@minute": (1, 1), "group:acme@day": (1, 1)}
+    assert isinstance(lim.admit("bob", None, worst()), Ticket)
+    third = lim.admit("bob", None, worst())
+    assert isinstance(third, Refusal)
+    assert (third.status, third.kind, third.message) == (
+        429, "rate_limit", "group 'growth': requests per minute exceeded (limit 2)")
+    assert third.retry_after == 60                       # 08:00:00 -> the minute rolls in 60 s
+    # the refused request used no other limit's quota
+    assert counts(lim) == {"group:bob@minute": (2, 2), "group:growth@minute": (2, 2),
+                           "group:acme@minute": (2, 2), "group:acme@day": (2, 2)}
+    assert lim.inflight == {"bob": 2, "growth": 2, "acme": 2}
+    assert [(b, d.requests, d.billable_requests) for b, _, d in flusher.items] == [
+        ("group:bob@minute", 1, 1), ("group:growth@minute", 1, 1), ("group:acme@minute", 1, 1),
+        ("group:acme@day", 1, 1)] * 2
+
+
+def test_non_2xx_refunds_the_request_and_releases_the_gauge() -> None:
+    lim, flusher = limiter(CHAIN)
+    t = lim.admit("bob", None, worst())
+    assert isinstance(t, Ticket)
+    lim.settle(t, False, None, None)
+    lim.settle(t, False, None, None)                      # idempotent
+    assert counts(lim)["group:growth@minute"] == (1, 0)
+    assert lim.inflight == {"bob": 0, "growth": 0, "acme": 0}
+    assert lim.reservations == 0
+    assert [(b, d.billable_requests) for b, _, d in flusher.items[4:]] == [
+        ("group:bob@minute", -1), ("group:growth@minute", -1), ("group:acme@minute", -1), ("group:acme@day", -1)]
+    assert isinstance(lim.admit("bob", None, worst()), Ticket)
+    assert isinstance(lim.admit("bob", None, worst()), Ticket)   # the refunded one frees its slot
+
+
+def test_the_window_rolls_in_civil_utc() -> None:
+    clock = Clock()
+    lim, _ = limiter(CHAIN, clock)
+    for _ in range(2):
+        assert isinstance(lim.admit("bob", None, worst()), Ticket)
+    clock.t += 45
+    r = lim.admit("bob", None, worst())
+    assert isinstance(r, Refusal) and r.retry_after == 15
+    clock.t += 15
+    assert isinstance(lim.admit("bob", None, worst()), Ticket)
+    assert counts(lim)["group:acme@day"] == (3, 3)
+
+
+def test_concurrent_is_an_in_flight_gauge_without_retry_after() -> None:
+    lim, _ = limiter("groups:\n  g: { limits: [ { concurrent: 1 } ] }\n")
+    t = lim.admit("g", None, worst())
+    assert isinstance(t, Ticket)
+    r = lim.admit("g", None, worst())
+    assert isinstance(r, Refusal)
+    assert (r.status, r.message, r.retry_after) == (429, "group 'g': concurrent exceeded (limit 1)", None)
+    lim.settle(t, True, None, None)
+    assert isinstance(lim.admit("g", None, worst()), Ticket)
+
+
+def test_c027_reservations_admit_exactly_two_of_five() -> None:
+    """$0.0100 left, worst case $0.004 each: 2 admitted, 3 refused; spend + holds never pass 10 000 µ."""
+    lim, _ = limiter("groups:\n  g: { limits: [ { budget: 10000, per: month } ] }\n")
+    verdicts = [lim.admit("g", None, worst(cost_micros=4000)) for _ in range(5)]
+    admitted = [v for v in verdicts if isinstance(v, Ticket)]
+    refused = [v for v in verdicts if isinstance(v, Refusal)]
+    assert len(admitted) == 2 and len(refused) == 3
+    assert refused[0].kind == "quota"
+    assert refused[0].message == "group 'g': budget per month is exhausted (budget 10000)"
+    win = lim.current["group:g@month"]
+    assert micros(win.spend + win.reserved_cost) == 8000
+    for t in admitted:                                   # each really costs $0.0015
+        lim.settle(t, True, "big", TierTokens(input=1500))
+    assert win.reserved_cost == 0
+    assert lim.spent_micros(win) == 0                    # no rate card: tokens price 0
+
+
+def test_c027_with_a_rate_card() -> None:
+    card = "rate_card:\n  big: { input_utok: 1.0, output_utok: 3.0 }\n  small: { input_utok: 1.0, output_utok: 3.0 }\n"
+    lim, _ = limiter(card + "groups:\n  g: { limits: [ { budget: 10000, per: month } ] }\n")
+    verdicts = [lim.admit("g", None, worst(cost_micros=4000)) for _ in range(5)]
+    admitted = [v for v in verdicts if isinstance(v, Ticket)]
+    assert len(admitted) == 2
+    for t in admitted:
+        lim.settle(t, True, "big", TierTokens(input=900, output=200))     # 900 + 600 = 1500 µ
+    win = lim.current["group:g@month"]
+    assert (lim.spent_micros(win), win.reserved_cost) == (3000, 0)
+    assert isinstance(lim.admit("g", None, worst(cost_micros=4000)), Ticket)   # the next one fits again
+
+
+def test_tokens_limits_reserve_the_worst_case_too() -> None:
+    lim, _ = limiter("groups:\n  g: { limits: [ { tokens: 1000, per: day } ] }\n")
+    t = lim.admit("g", None, worst(tokens=600))
+    assert isinstance(t, Ticket)
+    r = lim.admit("g", None, worst(tokens=600))
+    assert isinstance(r, Refusal) and r.message == "group 'g': tokens per day exceeded (limit 1000)"
+    lim.settle(t, True, "big", TierTokens(input=100, output=50))
+    assert isinstance(lim.admit("g", None, worst(tokens=600)), Ticket)
+
+
+def test_per_request_fee_counts_billable_requests() -> None:
+    lim, _ = limiter("per_request_fee: 100\ngroups:\n  g: { limits: [ { budget: 250, per: total } ] }\n")
+    a, b = lim.admit("g", None, worst()), lim.admit("g", None, worst())
+    r = lim.admit("g", None, worst())
+    assert isinstance(a, Ticket) and isinstance(b, Ticket) and isinstance(r, Refusal)
+    assert r.retry_after is None                          # total never rolls
+    lim.settle(a, False, None, None)                      # non-2xx: the fee is refunded
+    assert isinstance(lim.admit("g", None, worst()), Ticket)
+
+
+def test_frozen_and_unconfigured_groups_are_403_naming_them() -> None:
+    lim, _ = limiter("groups:\n  org: { enabled: false }\n  team: { parent: org }\n")
+    r = lim.admit("team", None, worst())
+    assert isinstance(r, Refusal)
+    assert (r.status, r.message) == (403, "group 'org' is frozen (enabled: false)")
+    r = lim.admit("gone", None, worst())
+    assert isinstance(r, Refusal)
+    assert (r.status, r.message) == (
+        403, "group 'gone' is not configured in the running config; the request is refused")
+    assert lim.current == {}
+
+
+def test_shadow_limits_count_but_never_refuse() -> None:
+    lim, _ = limiter("groups:\n  g: { limits: [ { requests: 1, per: hour, shadow: true } ] }\n")
+    seen = []
+    lim.on_shadow = seen.append
+    for _ in range(3):
+        assert isinstance(lim.admit("g", None, worst()), Ticket)
+    assert [(s.group, s.metric, s.per) for s in seen] == [("g", "requests", "hour")] * 2
+
+
+def test_the_most_restrictive_repeat_wins() -> None:
+    lim, _ = limiter("groups:\n  g: { limits: [ { requests: 5, per: minute }, { requests: 1, per: minute } ] }\n")
+    assert isinstance(lim.admit("g", None, worst()), Ticket)
+    r = lim.admit("g", None, worst())
+    assert isinstance(r, Refusal) and r.message == "group 'g': requests per minute exceeded (limit 1)"
+
+
+POOLED = """
+groups:
+  dev:
+    limits:
+      - { budget: 5000, per: month, pool: frontier, on_exhaust: downgrade, downgrade_to: value }
+      - { budget: 5000, per: month, pool: value }
+"""
+
+
+def test_pool_scoped_budgets_and_downgrade() -> None:
+    lim, _ = limiter(POOLED)
+    t = lim.admit("dev", "frontier", worst(cost_micros=4000))
+    assert isinstance(t, Ticket) and t.pool == "frontier"
+    t2 = lim.admit("dev", "frontier", worst(cost_micros=4000))     # frontier spent: re-admitted via value
+    assert isinstance(t2, Ticket) and t2.pool == "value"
+    assert [b for b, _ in t2.windows] == ["group:dev@month#value"]
+    denied = lim.admit("dev", "frontier", worst(cost_micros=4000), allowed=lambda p: p != "value")
+    assert isinstance(denied, Refusal)                   # the ACL re-check: the plain quota refusal
+    assert denied.message == "group 'dev': budget per month in pool 'frontier' is exhausted (budget 5000)"
+    both = lim.admit("dev", "frontier", worst(cost_micros=4000))
+    assert isinstance(both, Refusal)
+    assert both.message == "group 'dev': budget per month in pool 'value' is exhausted (budget 5000)"
+
+
+def test_seeding_from_the_ledger() -> None:
+    card = "rate_card:\n  big: { input_utok: 2.0 }\n  small: { input_utok: 1.0 }\n"
+    clock = Clock()
+    lim, _ = limiter(card + "groups:\n  g: { limits: [ { budget: 1000, per: day } ] }\n", clock)
+    day = 1_800_000_000 - 1_800_000_000 % 86400
+    lim.seed("group:g@day", day, UsageLedger(3, 3, {"big": TierTokens(input=400)}))
+    assert lim.spent_micros(lim.current["group:g@day"]) == 800
+    assert isinstance(lim.admit("g", None, worst(cost_micros=200)), Ticket)
+    assert isinstance(lim.admit("g", None, worst(cost_micros=1)), Refusal)
+
+
+def test_c029_cache_write_tokens_are_charged_once() -> None:
+    card = RateCard(load_config_text(BASE + "rate_card:\n  big: { input_utok: 3.0, output_utok: 15.0, "
+                                            "cache_read_utok: 0.3, cache_write_utok: 3.75 }\n  small: {}\n",
+                                     {"K": "k"}).config.rate_card)
+    rates = card.rates_of("big")
+    assert rates is not None
+    pico = card.cost_pico(rates, TierTokens(input=3, output=550, cache_read=0, cache_write=12304))
+    assert pico == 54_399_000_000
+    assert abs(pico / 1e12 - 0.054399) < 1e-9
+    assert card.rates_of("unpriced") is None
+    assert RateCard(None).rates_of("anything") is not None
+
+
+def test_a_restarted_node_seeds_its_counters_from_the_store_ledger() -> None:
+    import asyncio
+
+    from busbar.limits.gate import Limits
+    from busbar_sdk.store import MemoryStore, UsageItem
+    from busbar_sdk.store.windows import window_start
+
+    cfg = load_config_text(BASE + "rate_card:\n  big: { input_utok: 1.0 }\n  small: {}\n"
+                                  "groups:\n  g: { limits: [ { budget: 1000, per: day }, { requests: 3, per: minute } ] }\n",
+                           {"K": "k"}).config
+    store = MemoryStore()
+    now = 1_800_000_000
+
+    async def run() -> tuple[int, Limits]:
+        await store.open()
+        await store.add_usage([UsageItem("group:g@day", window_start("day", now),
+                                         UsageDelta(2, 2, {"big": TierTokens(input=700)})),
+                               UsageItem("group:g@minute", window_start("minute", now), UsageDelta(2, 2)),
+                               UsageItem("group:g@minute", window_start("minute", now) - 60, UsageDelta(9, 9))])
+        limits = Limits(cfg)
+        limits.limiter.clock = lambda: now
+        return await limits.seed_from(store), limits
+
+    n, limits = asyncio.run(run())
+    assert n == 2
+    lim = limits.limiter
+    assert lim.spent_micros(lim.current["group:g@day"]) == 700
+    assert (lim.current["group:g@minute"].requests, lim.current["group:g@minute"].billable) == (2, 2)
+    assert isinstance(lim.admit("g", None, worst(cost_micros=300)), Ticket)      # 700 + 300 = 1000
+    assert isinstance(lim.admit("g", None, worst()), Refusal)                     # the 3rd request of the minute
+
+
+def test_headroom_is_the_tightest_fraction_and_the_least_budget_left() -> None:
+    card = "rate_card:\n  big: { input_utok: 1.0 }\n  small: {}\n"
+    lim, _ = limiter(card + """groups:
+  org: { limits: [ { budget: 1000, per: month }, { requests: 10, per: minute } ] }
+  team: { parent: org, limits: [ { budget: 500, per: day, pool: frontier }, { requests: 4, per: hour, shadow: true } ] }
+""")
+    assert lim.headroom("team", "frontier") == (500, 1.0)
+    assert lim.headroom("team", None) == (1000, 1.0)
+    t = lim.admit("team", "frontier", worst(cost_micros=100))
+    assert isinstance(t, Ticket)
+    assert lim.headroom("team", "frontier") == (400, 0.9)       # 100 reserved on both budgets
+    lim.settle(t, True, "big", TierTokens(input=30))
+    assert lim.headroom("team", "frontier") == (470, 0.9)
+    assert lim.headroom("nobody", None) == (0, 0.0)
+    lim2, _ = limiter("groups:\n  free: {}\n")
+    assert lim2.headroom("free", None) == (None, None)
