@@ -2,12 +2,15 @@
 
 ``make_ca(dir) -> CA``; ``ca.issue(dir, name, hosts=("127.0.0.1", "localhost"), client=False) -> Leaf``
 writes ``<name>.crt`` / ``<name>.key`` (PEM, PKCS#8, unencrypted) and returns their paths. The CA's
-PEM is ``ca.cert_path``. Keys are EC P-256; validity is one day from now.
+PEM is ``ca.cert_path``. Keys are EC P-256; validity is one day from now. ``pem_bundle()``: a
+certificate and its key in one PEM text, for fake secret readers.
 """
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import ipaddress
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,3 +85,12 @@ def _write(directory: Path, name: str, cert: x509.Certificate, key: ec.EllipticC
                                            serialization.NoEncryption()))
     key_path.chmod(0o600)
     return Leaf(cert_path, key_path)
+
+
+@functools.cache
+def pem_bundle() -> str:
+    """One PEM text holding a leaf certificate *and* its PKCS#8 key (made once per test run), for a
+    fake secret reader that serves every ``tls.cert`` / ``tls.key`` / ``tls.client_ca`` file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        leaf = make_ca(Path(tmp)).issue(Path(tmp), "bundle")
+        return leaf.cert_path.read_text() + leaf.key_path.read_text()

@@ -12,7 +12,8 @@ Usage::
 Files: ``--config`` / ``BUSBAR_CONFIG`` (default ``/etc/busbar/config.yaml``), ``--providers`` /
 ``BUSBAR_PROVIDERS`` (default ``/etc/busbar/providers.yaml`` when it exists, else the catalog
 shipped in the package). Log level: ``--log-level`` / ``BUSBAR_LOG`` (error, warn, info, debug,
-trace; default info). ``BUSBAR_ALLOW_DOWNGRADE=<plugin>[,...]``: let this boot load those plugins
+trace; default info); ``--log-format`` / ``BUSBAR_LOG_FORMAT`` ``text`` or ``json``
+(docs/operations.md#log-lines). ``BUSBAR_ALLOW_DOWNGRADE=<plugin>[,...]``: let this boot load those plugins
 below their recorded version (docs/plugins.md#downgrade-protection). Exit status: 0 ok, 2 invalid
 config (one line per fault on stderr, never
 a traceback), 1 any other start-up failure (e.g. the listen address is taken).
@@ -47,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=_workers, default=1, metavar="N",
                    help="worker processes sharing the listener (default 1; > 1 needs a shared store)")
     p.add_argument("--log-level", help="error|warn|info|debug|trace (env BUSBAR_LOG; default info)")
+    p.add_argument("--log-format", choices=("text", "json"),
+                   help="log lines as readable text or one JSON object each (env BUSBAR_LOG_FORMAT; default text)")
     p.add_argument("--version", action="version", version=f"busbar {__version__}")
     return p
 
@@ -66,10 +69,12 @@ def _fleet_faults(loaded, workers: int) -> list[str]:
     return []
 
 
-def _setup_logging(level: str | None) -> None:
+def _setup_logging(level: str | None, fmt: str | None = None) -> None:
+    from busbar.observe.logformat import configure
+
     name = (level or os.environ.get("BUSBAR_LOG") or "info").lower()
-    logging.basicConfig(level=_LEVELS.get(name, "INFO"), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    form = (fmt or os.environ.get("BUSBAR_LOG_FORMAT") or "text").lower()
+    configure(_LEVELS.get(name, "INFO"), "json" if form == "json" else "text")
     logging.getLogger("httpx").setLevel(logging.WARNING)      # one line per upstream call is noise
 
 
@@ -80,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return store_main(argv[1:])
     args = _parser().parse_args(argv)
-    _setup_logging(args.log_level)
+    _setup_logging(args.log_level, args.log_format)
     if args.print_schema:
         from busbar.config.schema_export import schema_text
 
@@ -174,13 +179,22 @@ def serve_one(loaded, host: str, port: int, **listener) -> int:
         gateway, _reloader = boot(loaded, os.environ)
     except BootError as e:
         return _refuse(e.faults, "config" if e.checked else "start-up")
+    from busbar.observe.traces import TraceSetupError, build_tracer
+    from busbar.server.tls import TlsError, listener_context
+
+    try:                    # tls: -> HTTPS (docs/operations.md#tls-and-mtls); otlp_url -> traces
+        tls = listener_context(loaded.config.tls, "tls", os.environ,
+                               gateway.plugins.current if gateway.plugins is not None else None)
+        tracing = build_tracer(loaded)
+    except (TlsError, TraceSetupError) as e:
+        return _refuse(e.faults, "config")
     try:
         import uvloop
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop ships with uvicorn[standard]
         runner = asyncio.run
     try:
-        started = runner(run(loaded, gateway, host, port, **listener))
+        started = runner(run(loaded, gateway, host, port, tls=tls, tracing=tracing, **listener))
     except StoreBootError as e:
         for line in e.faults:
             print(line, file=sys.stderr)

@@ -19,6 +19,8 @@ from busbar.config.load import load_config, load_config_text
 from busbar.config.schema import DeploymentConfig, EnvRef, FileRef, ModuleRef
 from pydantic import BaseModel
 
+from tests.support.certs import pem_bundle
+
 ROOT = Path(__file__).resolve().parents[3]
 KERNEL = ROOT / "kernel" / "src" / "busbar"
 _SECRET = {EnvRef, FileRef, ModuleRef}
@@ -110,7 +112,7 @@ TAIL = "is not supported in this build; see docs/unsupported-keys.md"
 def faults(extra: str) -> list[str]:
     with pytest.raises(ConfigError) as exc:
         load_config_text(BASE + extra, ENV, check_support=True,
-                         read_file=lambda p: "-----BEGIN CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----")
+                         read_file=lambda p: pem_bundle())
     return exc.value.faults
 
 
@@ -121,7 +123,6 @@ def faults(extra: str) -> list[str]:
     ("auth: { admin_auth: [oidc] }\n", "auth.admin_auth[0]: 'oidc': an identity-provider module gating the admin "
                                        "API is not supported in this build; use admin-tokens with a token: (see "
                                        "docs/admin.md#authentication)"),
-    ("tls: { cert: { file: /c }, key: { file: /k } }\n", f"tls: inbound TLS termination {TAIL}"),
     ("observability: { otlp_url: 'http://127.0.0.1:4318' }\n",
      f"observability.otlp_url: 'http://127.0.0.1:4318': an OTLP trace exporter {TAIL}"),
     ("observability: { request_log_webhook_url: 'https://logs.example.com/in' }\n",

@@ -9,6 +9,8 @@ import pytest
 from busbar.config.errors import ConfigError
 from busbar.config.load import load_config_text
 
+from tests.support.certs import make_ca, pem_bundle
+
 ENV = {"K": "sk-test", "ADMIN": "s3cret"}
 BASE = """\
 providers:
@@ -18,7 +20,6 @@ models:
 pools:
   fast: { members: [ { model: claude } ] }
 """
-PEM = "-----BEGIN CERTIFICATE-----\nMII\n-----END CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\nMII\n-----END PRIVATE KEY-----\n"
 
 
 def faults(extra: str, env: dict[str, str] | None = None, **kw: object) -> list[str]:
@@ -62,7 +63,7 @@ def test_exposed_admin_without_mtls() -> None:
            "(admin_insecure: true)" in warnings("admin_listen: 0.0.0.0:8081\nadmin_insecure: true\n")
     mtls = ("admin_listen: '[::]:8081'\nadmin_tls: { cert: { file: /c.pem }, key: { file: /k.pem }, "
             "client_ca: { file: /ca.pem } }\n")
-    load_config_text(BASE + mtls, ENV, read_file=lambda p: PEM)
+    load_config_text(BASE + mtls, ENV, read_file=lambda p: pem_bundle())
     load_config_text(BASE + "admin_listen: '[::1]:8081'\n", ENV)
     load_config_text(BASE + "admin_listen: localhost:9000\n", ENV)
 
@@ -70,14 +71,52 @@ def test_exposed_admin_without_mtls() -> None:
 def test_tls_files_must_hold_pem() -> None:
     tls = "tls: { cert: { file: /etc/busbar/tls/fullchain.pem }, key: { env: TLS_KEY } }\n"
     assert faults(tls, env={**ENV, "TLS_KEY": ""}, read_file=lambda p: "hello") == [
-        "config.yaml: tls.cert: does not hold PEM certificates (no -----BEGIN ... CERTIFICATE----- block); point it "
-        "at the right file",
-        "config.yaml: tls.key: environment variable TLS_KEY is empty; set TLS_KEY to the secret"]
+        "config.yaml: tls.key: environment variable TLS_KEY is empty; set TLS_KEY to the secret",
+        "config.yaml: tls.cert: /etc/busbar/tls/fullchain.pem holds no PEM certificate (-----BEGIN CERTIFICATE-----); "
+        "point it at the certificate chain, leaf first"]
     assert faults(tls, env={**ENV, "TLS_KEY": "x"}) == [
         "config.yaml: tls.cert: cannot read secret file /etc/busbar/tls/fullchain.pem: No such file or directory; "
         "fix the path or its permissions",
-        "config.yaml: tls.key: does not hold a PEM private key (no -----BEGIN ... PRIVATE KEY----- block); point it "
-        "at the right file"]
+        "config.yaml: tls.key: environment variable TLS_KEY is not a PEM private key (PKCS#8, PKCS#1 or SEC1); "
+        "point it at the key file"]
+
+
+def test_tls_key_must_be_unencrypted_and_match_the_leaf(tmp_path) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    other = make_ca(tmp_path).issue(tmp_path, "other")
+    tls = "tls: { cert: { file: /etc/busbar/tls/fullchain.pem }, key: { env: TLS_KEY } }\n"
+    assert faults(tls, env={**ENV, "TLS_KEY": pem_bundle()}, read_file=lambda p: other.cert_path.read_text()) == [
+        "config.yaml: tls.key: environment variable TLS_KEY does not match the first certificate of tls.cert; the "
+        "chain must start with this key's certificate"]
+    key = serialization.load_pem_private_key(other.key_path.read_bytes(), None)
+    locked = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                               serialization.BestAvailableEncryption(b"pw")).decode()
+    assert faults(tls, env={**ENV, "TLS_KEY": locked}, read_file=lambda p: other.cert_path.read_text()) == [
+        "config.yaml: tls.key: environment variable TLS_KEY is an encrypted private key; busbar needs it "
+        "unencrypted (protect the file instead)"]
+    rsa_pkcs1 = _rsa_leaf_pkcs1(tmp_path)       # PKCS#1 (BEGIN RSA PRIVATE KEY) and its certificate
+    load_config_text(BASE + tls, {**ENV, "TLS_KEY": rsa_pkcs1[1]}, read_file=lambda p: rsa_pkcs1[0])
+
+
+def _rsa_leaf_pkcs1(tmp_path) -> tuple[str, str]:
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "rsa")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + dt.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                serialization.NoEncryption()).decode()
+    assert pem_key.startswith("-----BEGIN RSA PRIVATE KEY-----")
+    return cert.public_bytes(serialization.Encoding.PEM).decode(), pem_key
 
 
 # --- auth chains --------------------------------------------------------------------------------------

@@ -19,15 +19,13 @@ import yaml
 from busbar.config.errors import ConfigError
 from busbar.config.load import load_config_text
 
+from tests.support.certs import pem_bundle
+
 ROOT = Path(__file__).resolve().parents[3]
 CORPUS = ROOT / "tests" / "data" / "config_corpus" / "valid"
 FILES = sorted(CORPUS.glob("*.yaml"))
-PEM = ("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
-       "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n")
-
-
 def fake_read_file(path: str) -> str:
-    return PEM
+    return pem_bundle()      # a real certificate and its key: tls files are parsed
 
 
 def parse_corpus(path: Path) -> dict[str, Any]:

@@ -5,9 +5,10 @@ kind: auth plugin: needs plugins.enabled, and with the loader's catalog a loadab
 role_bindings faults (a binding under a module in no chain; a bound group that does not exist; a
 pool that does not exist), Admin token blank, Exposed admin without mTLS, Plugin store without
 plugins, Plugin store unresolved (with a catalog); the docs/config-at-a-glance.md#listen,
-docs/config-at-a-glance.md#tls rules of docs/configuration.md
-(host:port, PEM files that load); and the warnings chain: [] (open front door), admin_auth: []
-(open admin), the ephemeral memory store with the keys verifier.
+docs/config-at-a-glance.md#tls rules of docs/configuration.md (host:port; PEM files that parse, a
+key that matches its certificate: ``busbar.server.tls.pem_faults``, the boot's own check); and the
+warnings chain: [] (open front door), admin_auth: [] (open admin), the ephemeral memory store with
+the keys verifier.
 
 Secret values are resolved here only to judge them (blank token, PEM shape); nothing is kept.
 """
@@ -17,8 +18,6 @@ import ipaddress
 from typing import Any
 
 from busbar.config.schema_base import BUILTIN_ADMIN_MODULE, BUILTIN_CHAIN_MODULE
-
-_PEM = {"cert": ("CERTIFICATE",), "key": ("PRIVATE KEY",), "client_ca": ("CERTIFICATE",)}  # header words
 
 
 def split_hostport(value: str) -> tuple[str, int] | None:
@@ -72,21 +71,16 @@ def check_listeners(ctx: Any) -> None:
             ctx.err("admin_listen", f"'{cfg.admin_listen}' exposes the admin API on the network without "
                                     f"mTLS; bind it to 127.0.0.1, or set admin_tls with client_ca, or set "
                                     f"admin_insecure: true deliberately")
+    from busbar.server.tls import pem_faults
+
     for block in ("tls", "admin_tls"):
         tls = getattr(cfg, block)
         if tls is None:
             continue
-        for part in ("cert", "key", "client_ca"):
-            ref = getattr(tls, part)
-            if ref is None:
-                continue
-            value = ctx.secret(ref, f"{block}.{part}")
-            if value is None:
-                continue
-            if not ("-----BEGIN" in value and _PEM[part][0] in value):
-                what = "a PEM private key" if part == "key" else "PEM certificates"
-                ctx.err(f"{block}.{part}", f"does not hold {what} (no -----BEGIN ... {_PEM[part][0]}----- "
-                                           f"block); point it at the right file")
+        refs = {part: getattr(tls, part) for part in ("cert", "key", "client_ca") if getattr(tls, part) is not None}
+        values = {part: v for part, ref in refs.items() if (v := ctx.secret(ref, f"{block}.{part}")) is not None}
+        for path, text in pem_faults(values, refs, block):     # the boot's own check (busbar.server.tls)
+            ctx.err(path, text)
 
 
 def _entries(ctx: Any, which: str) -> list[str]:

@@ -8,7 +8,9 @@ every fault on ``busbar.plugins`` and leaves the running set untouched. A retire
 and directories are removed one reload later (or at :meth:`close`), so calls already in flight
 on it finish normally.
 
-The server wires ``SIGHUP`` to :meth:`reload` (or calls :meth:`install_sighup`).
+A serving gateway's ``SIGHUP`` runs a whole config apply (``busbar.server.apply``), which calls
+:meth:`reload_faults` with the new ``plugins:`` block before it rebuilds the gateway;
+:meth:`install_sighup` wires ``SIGHUP`` to a plugin-only reload for embedders without the server.
 
 Source: issue 4 (hot reload) (a reload swaps a new registry in whole).
 """
@@ -91,6 +93,12 @@ class PluginReloader:
         Args:
             cfg: a new ``plugins:`` block (a config reload), or ``None`` to keep the current one.
         """
+        return not self.reload_faults(cfg)
+
+    def reload_faults(self, cfg: PluginsConfig | None = None) -> list[str]:
+        """:meth:`reload`, returning the faults instead: ``[]`` after a swap, else one line per fault
+        (also logged on ``busbar.plugins``; the running set is kept). A config apply
+        (``busbar.server.apply``) reports these lines to its caller."""
         with self._lock:
             use = cfg if cfg is not None else self.cfg
             try:
@@ -98,7 +106,7 @@ class PluginReloader:
             except PluginBootError as exc:
                 log.error("plugin reload failed; keeping the running set (%d plugins): %s", len(self._current),
                           "; ".join(exc.faults))
-                return False
+                return list(exc.faults)
             old, self._current, self.cfg = self._current, new, use
             for retired in self._retired:
                 unload(retired, keep=(new, old))
@@ -109,7 +117,7 @@ class PluginReloader:
                 self.on_swap(old, new)
             except Exception:  # the caller's code: a broken callback never undoes a swap
                 log.exception("plugin reload: on_swap callback raised")
-        return True
+        return []
 
     def install_sighup(self) -> None:
         """Make ``SIGHUP`` run :meth:`reload` on a background thread (main thread only)."""

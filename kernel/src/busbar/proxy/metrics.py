@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from busbar.proxy.breaker import CLOSED, HALF_OPEN, OPEN
 
@@ -64,7 +65,7 @@ class Metrics(NullMetrics):
     enabled = True
 
     def __init__(self, gateway: Gateway):
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = _Registry()
         r = self.registry
         self._requests = Counter("busbar_requests", "Client requests by outcome",
                                  ["ingress_protocol", "pool", "outcome"], registry=r)
@@ -103,6 +104,36 @@ class Metrics(NullMetrics):
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
+
+    def follow(self, gateway: Gateway) -> None:
+        """Keep serving after a config apply: every collector that reads a gateway (``.gw``: the lane
+        gauges, the hook collector) now reads ``gateway``; counters simply continue. A hook
+        collector is added when ``gateway`` has hooks and none is registered yet."""
+        hooks_seen = False
+        for collector in self.registry.collectors:
+            if hasattr(collector, "gw"):
+                collector.gw = gateway
+                hooks_seen = hooks_seen or type(collector).__name__ == "HookCollector"
+        if gateway.hooks is not None and not hooks_seen:
+            from busbar.hooks.metrics import HookCollector
+
+            self.registry.register(HookCollector(gateway))
+
+
+class _Registry(CollectorRegistry):
+    """A registry that remembers what was registered (``collectors``), for :meth:`Metrics.follow`."""
+
+    def __init__(self) -> None:
+        super().__init__(auto_describe=True)
+        self.collectors: list[Collector] = []
+
+    def register(self, collector: Collector) -> None:
+        super().register(collector)
+        self.collectors.append(collector)
+
+    def unregister(self, collector: Collector) -> None:
+        super().unregister(collector)
+        self.collectors.remove(collector)
 
 
 class _LaneCollector:

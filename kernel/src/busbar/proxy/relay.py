@@ -11,7 +11,8 @@ the protocol, a wrong-typed field): on a same-protocol hop they are not relayed,
 error frame is sent instead. Long gaps between upstream chunks are bridged with the
 ingress dialect's keep-alive (a comment / ``ping`` event that no SDK dispatches, case C005); a gap
 longer than ``limits.upstream_idle_timeout_secs`` ends the stream with that in-band error, as do
-more than ``limits.upstream_body_max_bytes`` bytes without a decoded event.
+more than ``limits.upstream_body_max_bytes`` bytes without a decoded event, and a stream still
+running when the shutdown drain ends (``busbar.proxy.shutdown``).
 
 Source: docs/reliability.md#the-walk-and-the-first-byte-boundary (Failover boundary, Budget refund)
 """
@@ -27,6 +28,7 @@ import orjson
 
 from busbar.ir.model import IrRequest, MessageDelta, MessageStart, StreamError, StreamEvent, Usage
 from busbar.proto.base import ErrorKind
+from busbar.proxy import shutdown
 from busbar.proxy.upstream import UpstreamError, UpstreamResponse
 
 if TYPE_CHECKING:
@@ -187,6 +189,11 @@ async def _frames(call: Call, success: AttemptSuccess, encoder: StreamEncoder, s
         log.warning("upstream stream for %s ended after the first byte: %s", call.called, e)
         outcome = False
         yield encoder.encode(StreamError(ErrorKind.API_ERROR, str(e)))
+    except asyncio.CancelledError:
+        if not shutdown.closing():
+            raise
+        outcome = False              # the shutdown drain is over: end the stream in-band, not by a cut
+        yield encoder.encode(StreamError(ErrorKind.OVERLOADED, shutdown.MESSAGE))
     finally:
         await resp.aclose()
         on_end(outcome)

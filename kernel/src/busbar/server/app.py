@@ -29,6 +29,7 @@ from busbar.server.routes import dialect_for_unknown, match
 if TYPE_CHECKING:
     from busbar.proxy.gateway import Gateway
     from busbar.proxy.record import Finisher
+    from busbar.server.apply import ConfigApplier
 
 
 @dataclass
@@ -40,6 +41,7 @@ class AppState:
     gateway: Gateway
     started_at: float = 0.0
     finishers: list[Finisher] = field(default_factory=list)
+    applier: ConfigApplier | None = None      # live config apply (busbar.server.apply), set by the lifecycle
 
 
 def create_app(state: AppState) -> DataPlane:

@@ -12,11 +12,13 @@ Faults answer in the caller's own envelope: malformed JSON 400, a body nested mo
 ``MAX_JSON_DEPTH`` (128) levels 400 naming the field, a model name from the path with an
 empty/``.``/``..`` segment or a control character 400 before any upstream work
 (``busbar.modelname``; docs/routing.md#client-chosen-model-names), unknown pool/model 404,
-oversized body 413; client-facing text never carries an exception class name
+oversized body 413, a request still waiting for its reply when the shutdown drain ends 503
+(``busbar.proxy.shutdown``); client-facing text never carries an exception class name
 (docs/configuration.md#front-door-connection-limits).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -29,6 +31,7 @@ from busbar.modelname import name_fault
 from busbar.proto.base import ErrorKind
 from busbar.proto.errors import ProtoError
 from busbar.proto.registry import get_dialect
+from busbar.proxy import shutdown
 from busbar.proxy.engine import forward
 from busbar.proxy.record import RequestRecord
 from busbar.proxy.relay import error_reply
@@ -92,6 +95,14 @@ class DataPlane:
             return
         try:
             reply, name = await self._serve(gw, scope, dialect, raw, route, receive, record)
+        except asyncio.CancelledError:
+            if not shutdown.closing():
+                raise
+            task = asyncio.current_task()      # the shutdown drain is over: answer, do not cut
+            if task is not None:
+                task.uncancel()
+            reply, name = error_reply(dialect, 503, ErrorKind.OVERLOADED, shutdown.MESSAGE,
+                                      {"retry-after": "1"}), None
         except Exception:            # a kernel bug must still answer in the caller's envelope
             log.exception("internal error serving %s %s", scope["method"], scope["path"])
             reply, name = error_reply(dialect, 500, ErrorKind.API_ERROR, "internal gateway error"), None
@@ -149,6 +160,7 @@ class DataPlane:
             fault = name_fault(name)
             if fault is not None:
                 return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, fault), None
+        record.called = name             # the access log names what was asked for, a 404 included
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         identity = None
         if gw.frontdoor is not None:     # auth.chain before any lookup: a stranger learns no pool names
@@ -171,7 +183,6 @@ class DataPlane:
         stream = route.stream if route.stream is not None else body.get("stream") is True
         call = Call(dialect, body, raw, stream, headers, name, route.shims)
         call.record = record
-        record.called = name
         record.client_request_id = headers.get("x-request-id")
         if isinstance(target, Pool):
             record.pool = target.name

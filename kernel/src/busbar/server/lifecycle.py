@@ -8,8 +8,12 @@ health probers, the usage flusher, the key sync and the periodic state saver, mo
 heap out of the garbage collector's scans (``gc.freeze``: full collections then walk only
 request-time objects, a shorter tail latency), serves with uvicorn until SIGINT/SIGTERM (the
 listener's head cap, head-read and keep-alive idle timeouts and HTTP/1.0 framing:
-``busbar.server.listener``), then cancels the background tasks, stops the admin plane, writes a
-final snapshot, flushes pending usage to the store and closes it, and closes the upstream client.
+``busbar.server.listener``; TLS: ``busbar.server.tls``) and applies a new config on SIGHUP
+(``busbar.server.apply``). On SIGTERM the listener stops accepting and drains in-flight requests for
+``BUSBAR_DRAIN_SECS`` (default 20 s), then ends the rest with an error reply
+(``busbar.server.listener.ListenerServer.shutdown``); then this cancels the background tasks, stops
+the admin plane, flushes queued trace spans, writes a final snapshot, flushes pending usage to the
+store and closes it, and closes the upstream client.
 
 Source: docs/configuration.md, docs/reliability.md#health-probing
 """
@@ -22,9 +26,10 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,24 +37,38 @@ import uvicorn
 
 from busbar.admin.server import AdminStartError, start_admin
 from busbar.auth.boot import FrontDoorBootError, start_front_door
+from busbar.observe.access import access_finisher
 from busbar.proxy.health import start_probers
 from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
 from busbar.server.app import AppState, create_app
-from busbar.server.listener import protocol_class
+from busbar.server.apply import ConfigApplier
+from busbar.server.listener import DRAIN_SECS, ListenerServer, protocol_class
 from busbar.store.attach import start_store, stop_store
 from busbar.store.metering import metering_finisher
 
 if TYPE_CHECKING:
     from busbar.config.load import LoadedConfig
+    from busbar.loader.registry import PluginSet
+    from busbar.observe.traces import Tracing
     from busbar.proxy.gateway import Gateway
 
 log = logging.getLogger("busbar")
 
 
-async def _saver(gw: Gateway, path: Path) -> None:
+def drain_secs(env: Mapping[str, str] = os.environ) -> float:
+    """``BUSBAR_DRAIN_SECS`` (seconds a SIGTERM lets in-flight requests finish), default
+    ``busbar.server.listener.DRAIN_SECS``; an unparsable or negative value is the default."""
+    try:
+        value = float(env.get("BUSBAR_DRAIN_SECS", DRAIN_SECS))
+    except ValueError:
+        return DRAIN_SECS
+    return value if value >= 0 else DRAIN_SECS
+
+
+async def _saver(state: AppState, path: Path) -> None:
     while True:
         await asyncio.sleep(SAVE_INTERVAL_S)
-        save(gw, path)
+        save(state.gateway, path)
 
 
 async def _when_started(server: uvicorn.Server, ready: Callable[[], None]) -> None:
@@ -59,11 +78,16 @@ async def _when_started(server: uvicorn.Server, ready: Callable[[], None]) -> No
 
 
 async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, sock: socket.socket | None = None,
-              ready: Callable[[], None] | None = None) -> bool:
+              ready: Callable[[], None] | None = None, tls: ssl.SSLContext | None = None,
+              tracing: Tracing | None = None) -> bool:
     """Serve until stopped; returns whether the server started (False: e.g. the port was taken).
 
     ``sock``: an already listening socket to accept on (a ``--workers`` worker's inherited one)
     instead of binding ``host:port``; ``ready()`` is called once the server accepts connections.
+    ``tls``: the data listener's context (``busbar.server.tls.listener_context``), ``None`` = plain
+    HTTP; each handshake is capped by ``limits.tls_handshake_timeout_secs``. ``tracing``: the OTLP
+    exporter (``busbar.observe.traces.build_tracer``), flushed after the drain. ``SIGHUP`` runs a
+    config apply (``busbar.server.apply.ConfigApplier``, also ``state.applier`` for the admin API).
 
     Raises:
         busbar.store.StoreBootError: the store could not be opened (nothing was served).
@@ -80,12 +104,18 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
         restore(gateway, path)
     state = AppState(gateway=gateway, started_at=time.time())
     state.finishers.append(metering_finisher(gateway))    # per-request metering into gw.flusher
+    state.finishers.append(access_finisher)              # one busbar.access line per request
+    if tracing is not None:
+        tracing.state = state
+        state.finishers.append(tracing.finisher)          # spans per request and attempt
+    applier = ConfigApplier(state, loaded)
+    state.applier = applier
     limits = loaded.config.limits
     config = uvicorn.Config(create_app(state), host=host, port=port, lifespan="off", access_log=False,
                             log_level=logging.getLogger().getEffectiveLevel(),
                             http=protocol_class(limits.header_read_timeout_secs),
                             timeout_keep_alive=limits.keep_alive_timeout_secs)
-    server = uvicorn.Server(config)
+    server = ListenerServer(config, tls, limits.tls_handshake_timeout_secs, drain_secs())
     front: list[asyncio.Task[None]] = []
     try:
         front = await start_front_door(gateway, loaded, os.environ)
@@ -102,29 +132,49 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
         if gateway.plugins is not None:
             gateway.plugins.close()
         return False
-    tasks = start_probers(gateway) + front
+    probers = start_probers(gateway)
+
+    def follow(old: Gateway, new: Gateway) -> None:       # a config apply: probe the new lanes
+        nonlocal probers
+        for t in probers:
+            t.cancel()
+        probers = start_probers(new)
+
+    applier.on_swap.append(follow)
+    if gateway.plugins is not None:
+        from busbar.hooks import reattach
+
+        def plugins_follow(old: object, new: PluginSet) -> None:   # hooks follow a plugin reload
+            reattach(state.gateway, new)
+
+        gateway.plugins.on_swap = plugins_follow
+    tasks = list(front)
     if path is not None:
-        tasks.append(asyncio.ensure_future(_saver(gateway, path)))
+        tasks.append(asyncio.ensure_future(_saver(state, path)))
     if ready is not None:
         tasks.append(asyncio.ensure_future(_when_started(server, ready)))
-    log.info("busbar listening on %s:%d (%d pools, %d models)", host, port, len(gateway.pools),
-             len(gateway.lanes))
+    log.info("busbar listening on %s://%s:%d (%d pools, %d models)", "https" if tls else "http", host, port,
+             len(gateway.pools), len(gateway.lanes))
     # uvicorn re-raises the stop signal after serve() returns, with the handlers it found installed;
     # inert handlers here let the shutdown below (final state snapshot) run to completion.
     previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
-    if gateway.plugins is not None:
-        gateway.plugins.install_sighup()          # SIGHUP: rescan plugins.dir, swap atomically
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(applier.apply("sighup")))
     gc.collect()
     gc.freeze()          # boot-time objects (config, plugins, pools) leave the collector's scans: shorter full GCs
     try:
         await server.serve(sockets=[sock] if sock is not None else None)
     finally:
-        for t in tasks:
+        loop.remove_signal_handler(signal.SIGHUP)
+        for t in (*tasks, *probers):
             t.cancel()
-        for t in tasks:
+        for t in (*tasks, *probers):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         await admin.stop()
+        gateway = state.gateway
+        if tracing is not None:
+            await asyncio.to_thread(tracing.shutdown)       # flush queued spans
         if path is not None:
             save(gateway, path)
         await stop_store(gateway, store_tasks)

@@ -16,14 +16,34 @@ response, ``limits.keep_alive_timeout_secs``):
   without ``Content-Length`` (a stream) is close-delimited instead: the body is written as it comes
   and the connection closed at its end (HTTP/1.0 connections are never kept alive).
 
-See docs/configuration.md#front-door-connection-limits.
+``ListenerServer(config, tls, handshake_timeout_s, drain_s)`` is the ``uvicorn.Server`` the lifecycle
+runs: with a ``tls`` context it opens the listening socket itself so that
+``limits.tls_handshake_timeout_secs`` caps every handshake (``busbar.server.tls``); its shutdown
+stops accepting, drains in-flight requests for ``drain_s`` seconds (default :data:`DRAIN_SECS`),
+then ends the rest with an error reply (``busbar.proxy.shutdown``; docs/operations.md#stopping).
+
+See docs/configuration.md#front-door-connection-limits, docs/operations.md#tls-and-mtls.
 """
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
+import ssl
 from typing import Any
 
+import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
+
+from busbar.proxy.shutdown import begin_close
+from busbar.server.tls import uvicorn_ssl
+
+log = logging.getLogger("busbar")
+
+DRAIN_SECS = 20.0
+"""Default seconds a ``SIGTERM`` lets in-flight requests finish (``BUSBAR_DRAIN_SECS`` overrides)."""
+CUT_GRACE_S = 2.0
+"""Seconds the requests cut at the end of the drain get to write their error reply."""
 
 HEAD_MAX_BYTES = 64 * 1024
 """Largest request head (request line + header lines, bytes) a connection may send: 431 past it."""
@@ -122,3 +142,73 @@ class FrontDoorProtocol(HttpToolsProtocol):
 def protocol_class(head_timeout_s: float) -> type[FrontDoorProtocol]:
     """The listener protocol with ``limits.header_read_timeout_secs`` = ``head_timeout_s`` (seconds)."""
     return type("FrontDoorProtocol", (FrontDoorProtocol,), {"head_timeout_s": float(head_timeout_s)})
+
+
+class ListenerServer(uvicorn.Server):
+    """``uvicorn.Server`` whose listening socket terminates TLS with a handshake deadline.
+
+    ``tls``: the server ``SSLContext`` (``busbar.server.tls.server_context``) or ``None`` for plain
+    HTTP (then uvicorn's own start-up runs unchanged). ``handshake_timeout_s``:
+    ``limits.tls_handshake_timeout_secs``; a client that has not finished its handshake by then is
+    disconnected (uvicorn itself cannot pass ``ssl_handshake_timeout`` to ``create_server``).
+    """
+
+    def __init__(self, config: uvicorn.Config, tls: ssl.SSLContext | None = None,
+                 handshake_timeout_s: float = 10.0, drain_s: float = DRAIN_SECS) -> None:
+        super().__init__(config)
+        self.tls = tls
+        self.handshake_timeout_s = handshake_timeout_s
+        self.drain_s = drain_s
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Stop accepting, let requests in flight finish for ``drain_s`` seconds, then cut the rest
+        with a reply (``busbar.proxy.shutdown``: a stream's in-band error, else a 503)."""
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()           # idle keep-alive connections close now; busy ones after their reply
+        running = len(self.server_state.tasks)
+        if running:
+            log.info("shutting down: draining %d request(s) in flight for up to %gs", running, self.drain_s)
+        try:
+            await asyncio.wait_for(self._wait_tasks_to_complete(), timeout=self.drain_s)
+        except TimeoutError:
+            tasks = list(self.server_state.tasks)
+            log.warning("shutting down: the %gs drain is over; ending %d request(s) still in flight",
+                        self.drain_s, len(tasks))
+            begin_close()
+            for t in tasks:
+                t.cancel()
+            if tasks:                       # let each write its error reply
+                await asyncio.wait(tasks, timeout=CUT_GRACE_S)
+        if not self.force_exit:
+            await self.lifespan.shutdown()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.tls is None:
+            return await super().startup(sockets)
+        config = self.config
+        if not config.loaded:
+            config.load()
+        await self.lifespan.startup()
+
+        def create_protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            return config.http_protocol_class(config=config, server_state=self.server_state,  # type: ignore[call-arg]
+                                              app_state=self.lifespan.state, _loop=_loop)
+
+        loop = asyncio.get_running_loop()
+        tls_kw = uvicorn_ssl(self.tls, self.handshake_timeout_s)
+        try:
+            if sockets:
+                self.servers = [await loop.create_server(create_protocol, sock=s, backlog=config.backlog, **tls_kw)
+                                for s in sockets]
+            else:
+                self.servers = [await loop.create_server(create_protocol, host=config.host, port=config.port,
+                                                         backlog=config.backlog, **tls_kw)]
+        except OSError as exc:
+            log.error("cannot listen on %s:%s: %s", config.host, config.port, exc.strerror or exc)
+            self.should_exit = True
+            return
+        self.started = True

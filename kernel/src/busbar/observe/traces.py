@@ -1,0 +1,200 @@
+"""OTLP/HTTP traces (``observability.otlp_url``) with opentelemetry-sdk: one span per request, one child
+span per upstream attempt, hook decisions as child spans.
+
+:func:`build_tracer` (at boot) checks the URL and returns a :class:`Tracing` (or ``None`` without
+``otlp_url``); ``tracing.finisher`` is a process-wide ``RequestRecord`` finisher that turns a finished
+request into spans after the fact (the record holds every time, so nothing runs on the request path
+before the reply is sent); ``tracing.shutdown()`` flushes what is queued (the lifecycle calls it at
+shutdown, after the drain).
+
+Spans (start and end times are the request's own; ``perf_counter`` times mapped onto the wall clock):
+
+- ``<operation> <model>`` (kind SERVER; ``chat gpt-4o``), the request: ``gen_ai.operation.name``
+  (``chat``; ``embeddings``/``count_tokens`` never occur on these routes), ``gen_ai.request.model``
+  (the pool or model asked for), ``gen_ai.provider.name`` (the serving lane's provider protocol),
+  ``gen_ai.response.model`` (the serving lane's upstream model), ``gen_ai.usage.input_tokens``,
+  ``gen_ai.usage.output_tokens``, ``http.response.status_code``, and busbar's ``busbar.request_id``,
+  ``busbar.ingress_protocol``, ``busbar.pool``, ``busbar.lane``, ``busbar.outcome``,
+  ``busbar.failover.hops``; status ERROR unless the outcome is ``ok``.
+- ``attempt <lane>`` (kind CLIENT), each upstream attempt in order: ``busbar.lane``, ``busbar.pool``,
+  ``busbar.failover.hop`` (0 = the first attempt), ``busbar.attempt.outcome``,
+  ``http.response.status_code`` (when the upstream answered); status ERROR unless ``ok``.
+- ``hook <name>`` (kind INTERNAL), each hook decision a subsystem noted in
+  ``record.extra["hook_decisions"]`` (a list of ``{"hook", "started", "ended", "verdict"}`` with
+  ``perf_counter`` seconds): ``busbar.hook``, ``busbar.hook.verdict``.
+
+Target rules (seeds' observability section): loopback ``http://`` is allowed, anything else must be
+``https://``; the URL is SSRF-checked by ``busbar_sdk.ssrf`` (config validation) and a host name is
+resolved here at boot with every address checked again (a name that resolves to a private or
+metadata address refuses the boot); redirects are never followed. Userinfo
+(``https://user:pass@host/v1/traces``) becomes an ``Authorization: Basic`` header and is removed
+from the URL the exporter uses and from every log line (:func:`split_userinfo`).
+
+Source: docs/operations.md#traces-otlp
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import socket
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from busbar.faults import FaultList
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import Tracer
+
+    from busbar.config.load import LoadedConfig
+    from busbar.proxy.record import RequestRecord
+    from busbar.server.app import AppState
+
+__all__ = ["TraceSetupError", "Tracing", "build_tracer", "split_userinfo"]
+
+log = logging.getLogger("busbar.traces")
+
+
+class TraceSetupError(FaultList):
+    """``observability.otlp_url`` cannot be used (one line per fault)."""
+
+
+def split_userinfo(url: str) -> tuple[str, dict[str, str]]:
+    """``(url without userinfo, headers)``: ``user:pass@`` becomes ``{"authorization": "Basic ..."}``
+    (percent-decoded first); a URL without userinfo comes back unchanged with no headers."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, {}
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    creds = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
+    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return clean, {"authorization": "Basic " + base64.b64encode(creds).decode("ascii")}
+
+
+def _check_resolved(url: str, loaded: LoadedConfig) -> None:
+    """Resolve a host name and check every address with the sinks' SSRF rule (loopback allowed)."""
+    from busbar_sdk.ssrf import SsrfBlocked, SsrfPolicy
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    sec = loaded.config.security
+    policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
+    try:
+        infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80),
+                                   type=socket.SOCK_STREAM)
+    except OSError as e:
+        log.warning("observability.otlp_url: cannot resolve %s now (%s); spans are queued and retried", host,
+                    e.strerror or e)
+        return
+    for info in infos:
+        address = str(info[4][0])
+        try:
+            policy.check_host(parts.scheme, address, purpose="observability.otlp_url", allow_private=False)
+        except SsrfBlocked as blocked:
+            raise TraceSetupError([f"config.yaml: observability.otlp_url: {host} resolves to {address}: "
+                                   f"{blocked.reason.removeprefix('observability.otlp_url: ')}"]) from None
+
+
+@dataclass
+class Tracing:
+    """The installed exporter: ``provider`` (an SDK ``TracerProvider``), ``tracer``, ``target`` (the
+    URL without userinfo, for logs)."""
+
+    provider: TracerProvider
+    tracer: Tracer
+    target: str
+    state: AppState | None = None
+
+    def finisher(self, record: RequestRecord) -> None:
+        """Spans for a finished ``record`` (a ``busbar.proxy.record.Finisher``)."""
+        from opentelemetry import trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        offset_ns = int(record.started_wall * 1e9) - int(record.started * 1e9)
+
+        def ns(t: float | None) -> int:
+            return offset_ns + int((t if t is not None else time.perf_counter()) * 1e9)
+
+        usage = record.usage
+        lane = None
+        if self.state is not None and record.lane is not None:
+            lane = self.state.gateway.lanes.get(record.lane)
+        model = record.called or ""
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": model,
+            "gen_ai.usage.input_tokens": usage.input_tokens, "gen_ai.usage.output_tokens": usage.output_tokens,
+            "http.response.status_code": record.status, "busbar.request_id": record.request_id,
+            "busbar.ingress_protocol": record.ingress, "busbar.outcome": record.outcome,
+            "busbar.failover.hops": record.hops,
+        }
+        if record.pool is not None:
+            attrs["busbar.pool"] = record.pool
+        if record.lane is not None:
+            attrs["busbar.lane"] = record.lane
+        if lane is not None:
+            attrs["gen_ai.provider.name"] = lane.provider.protocol
+            attrs["gen_ai.response.model"] = lane.upstream_model
+        root = self.tracer.start_span(f"chat {model}".strip(), kind=SpanKind.SERVER, attributes=attrs,
+                                      start_time=ns(record.started))
+        if record.outcome != "ok":
+            root.set_status(Status(StatusCode.ERROR, record.outcome))
+        ctx = trace.set_span_in_context(root)
+        for hop, note in enumerate(record.attempts):
+            a_attrs: dict[str, Any] = {"busbar.lane": note.lane, "busbar.pool": note.pool,
+                                       "busbar.failover.hop": hop, "busbar.attempt.outcome": note.outcome}
+            if note.status is not None:
+                a_attrs["http.response.status_code"] = note.status
+            span = self.tracer.start_span(f"attempt {note.lane}", context=ctx, kind=SpanKind.CLIENT,
+                                          attributes=a_attrs, start_time=ns(note.started))
+            if note.outcome != "ok":
+                span.set_status(Status(StatusCode.ERROR, note.outcome or "unfinished"))
+            span.end(end_time=ns(note.ended if note.ended is not None else record.ended))
+        for d in record.extra.get("hook_decisions", ()):
+            span = self.tracer.start_span(f"hook {d.get('hook', '')}", context=ctx, kind=SpanKind.INTERNAL,
+                                          attributes={"busbar.hook": str(d.get("hook", "")),
+                                                      "busbar.hook.verdict": str(d.get("verdict", ""))},
+                                          start_time=ns(d.get("started")))
+            span.end(end_time=ns(d.get("ended")))
+        root.end(end_time=ns(record.ended))
+
+    def shutdown(self) -> None:
+        """Flush queued spans and stop the exporter (bounded by the exporter's own timeout)."""
+        try:
+            self.provider.force_flush(timeout_millis=5000)
+        finally:
+            self.provider.shutdown()
+
+
+def build_tracer(loaded: LoadedConfig) -> Tracing | None:
+    """The exporter for ``observability.otlp_url`` (``None`` when unset).
+
+    Raises:
+        TraceSetupError: the URL's host resolves to an address the sinks' SSRF rule refuses.
+    """
+    url = loaded.config.observability.otlp_url
+    if url is None:
+        return None
+    import requests
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from busbar import __version__
+
+    target, headers = split_userinfo(url)
+    _check_resolved(target, loaded)
+    session = requests.Session()
+    session.max_redirects = 0                      # a redirect is refused, never followed
+    session.trust_env = False                      # no proxy or netrc from the environment
+    exporter = OTLPSpanExporter(endpoint=target, headers=headers, timeout=10, session=session)
+    provider = TracerProvider(resource=Resource.create({"service.name": "busbar",
+                                                        "service.version": __version__}))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    log.info("exporting traces to %s (OTLP/HTTP)", target)
+    return Tracing(provider, provider.get_tracer("busbar", __version__), target)

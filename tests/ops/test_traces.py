@@ -1,0 +1,132 @@
+"""OTLP traces through a real busbar (docs/operations.md#traces-otlp) into a small OTLP/HTTP receiver on
+loopback that decodes the protobuf: a span per request with GenAI attributes, a child span per
+upstream attempt (the failover hop visible), userinfo sent as ``Authorization: Basic`` and kept out of
+the log, spans flushed at shutdown; a remote plain-http or private target is refused at boot."""
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import openai
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tests.support.gateway import BIN
+
+CONFIG = """
+listen: "127.0.0.1:{port}"
+providers:
+  up-openai: { protocol: openai, base_url: MOCK, api_key: { env: T_OPENAI_KEY } }
+models:
+  tr-a: { provider: up-openai }
+  tr-b: { provider: up-openai, upstream_model: tr-b-upstream }
+pools:
+  traced:
+    members: [ { model: tr-a, weight: 1000 }, { model: tr-b, weight: 1 } ]
+    breaker: { trip: { mode: consecutive, consecutive_n: 50 } }
+observability: { otlp_url: "http://collector:s3cret@127.0.0.1:OTLP/v1/traces" }
+"""
+ERR_500 = {"error": {"message": "boom", "type": "server_error", "param": None, "code": None}}
+
+
+class Receiver:
+    """An OTLP/HTTP trace receiver: every POST body decoded as ``ExportTraceServiceRequest``."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[dict[str, str], ExportTraceServiceRequest]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                msg = ExportTraceServiceRequest()
+                msg.ParseFromString(body)
+                outer.requests.append(({k.lower(): v for k, v in self.headers.items()}, msg))
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def spans(self) -> list:
+        return [s for _, m in self.requests for rs in m.resource_spans for ss in rs.scope_spans for s in ss.spans]
+
+
+def _attrs(span) -> dict:
+    out = {}
+    for kv in span.attributes:
+        v = kv.value
+        out[kv.key] = v.string_value if v.HasField("string_value") else v.int_value
+    return out
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.server.shutdown()
+
+
+def test_request_and_attempt_spans_reach_the_collector_and_flush_at_shutdown(gateway_factory, mock, receiver):
+    gw = gateway_factory(CONFIG.replace("OTLP", str(receiver.port)), mock.url, env={"BUSBAR_LOG": "info"})
+    mock.script([{"match": {"model": "tr-a"}, "times": 1, "response": {"status": 500, "body": ERR_500}}])
+    client = openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0)
+    r = client.chat.completions.create(model="traced", messages=[{"role": "user", "content": "hi"}])
+    os.kill(gw.proc.pid, signal.SIGTERM)            # the batch is flushed at shutdown
+    assert gw.proc.wait(15) == 0
+    headers, _ = receiver.requests[0]
+    assert headers["authorization"] == "Basic " + base64.b64encode(b"collector:s3cret").decode()
+    assert headers["content-type"] == "application/x-protobuf"
+    spans = receiver.spans()
+    (root,) = [s for s in spans if s.name == "chat traced"]
+    attempts = sorted((s for s in spans if s.name.startswith("attempt ")), key=lambda s: s.start_time_unix_nano)
+    assert [s.name for s in attempts] == ["attempt tr-a", "attempt tr-b"]
+    assert all(s.parent_span_id == root.span_id and s.trace_id == root.trace_id for s in attempts)
+    a = _attrs(root)
+    assert {k: a[k] for k in ("gen_ai.operation.name", "gen_ai.request.model", "gen_ai.provider.name",
+                              "gen_ai.response.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
+                              "http.response.status_code", "busbar.pool", "busbar.lane", "busbar.outcome",
+                              "busbar.failover.hops", "busbar.ingress_protocol")} == {
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "traced", "gen_ai.provider.name": "openai",
+        "gen_ai.response.model": "tr-b-upstream", "gen_ai.usage.input_tokens": r.usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": r.usage.completion_tokens, "http.response.status_code": 200,
+        "busbar.pool": "traced", "busbar.lane": "tr-b", "busbar.outcome": "ok", "busbar.failover.hops": 1,
+        "busbar.ingress_protocol": "openai"}
+    assert root.kind == 2 and root.status.code == 0             # SERVER, unset (ok)
+    first, second = (_attrs(s) for s in attempts)
+    assert (first["busbar.failover.hop"], first["http.response.status_code"], attempts[0].status.code) == (0, 500, 2)
+    assert (second["busbar.failover.hop"], second["busbar.attempt.outcome"], second["busbar.pool"]) == (
+        1, "ok", "traced")
+    assert root.start_time_unix_nano <= attempts[0].start_time_unix_nano < attempts[1].end_time_unix_nano \
+        <= root.end_time_unix_nano
+    logs = gw.logs()
+    assert f"exporting traces to http://127.0.0.1:{receiver.port}/v1/traces (OTLP/HTTP)" in logs
+    assert "s3cret" not in logs
+
+
+@pytest.mark.parametrize(("url", "line"), [
+    ("http://collector.example.com:4318/v1/traces",
+     "config.yaml: observability.otlp_url: uses http:// with a non-loopback host (collector.example.com): remote "
+     "endpoints must use https://"),
+    ("https://10.0.0.5:4318/v1/traces",
+     "config.yaml: observability.otlp_url: 10.0.0.5 is a private (RFC 1918 / unique-local) address; refused by the "
+     "SSRF guard (only loopback or public https:// endpoints are allowed here)"),
+])
+def test_a_remote_plaintext_or_private_target_is_refused_at_boot(tmp_path, url, line):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(CONFIG.replace('"http://collector:s3cret@127.0.0.1:OTLP/v1/traces"', f'"{url}"')
+                   .replace("{port}", "0").replace("MOCK", "http://127.0.0.1:9"))
+    run = subprocess.run([str(BIN / "busbar"), "--config", str(cfg)], env={"T_OPENAI_KEY": "x", "PATH": "/bin"},
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2
+    assert run.stderr.splitlines()[0] == line
