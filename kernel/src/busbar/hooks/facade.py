@@ -100,6 +100,8 @@ class HookFacade:
         self.latency_us = 0.0
         self.samples = 0
         self.calls = self.timeouts = self.errors = self.garbage = self.saturated = 0
+        #: Shadow gates' verdicts by arm (``busbar.hooks.shadow``), never applied.
+        self.shadow_verdicts: dict[str, int] = {}
 
     # ------------------------------------------------------------------ request path
 
