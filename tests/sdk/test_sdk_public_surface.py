@@ -13,13 +13,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-PUBLIC_MODULES = ["artifact", "hookspec", "models", "settings_schema", "sidecar", "ssrf", "store", "testing",
-                  "versions", "wire"]
+PUBLIC_MODULES = ["artifact", "hookspec", "models", "rules", "settings_schema", "sidecar", "ssrf", "store",
+                  "testing", "versions", "wire"]
 
 PINNED = {
     "wire": ["ACALL_CAPABILITY", "ARM_ABSTAIN", "ARM_ORDER", "ARM_REJECT", "ARM_RESTRICT", "ARM_REWRITE",
              "CANDIDATE_FIELDS", "CAPABILITY_NAMES", "DEFAULT_REJECT_MESSAGE", "DEFAULT_REJECT_STATUS",
-             "INLINE_CAPABILITY", "MANAGEMENT_KEYS", "MAX_REJECT_MESSAGE_CHARS", "MAX_RESTRICT_TAGS", "OP_DECIDE",
+             "INLINE_CAPABILITY", "MANAGEMENT_KEYS", "MAX_REJECT_MESSAGE_CHARS", "MAX_RESTRICT_TAGS", "MODEL_TAG_PREFIX",
+             "OP_DECIDE",
              "OP_NOTIFY", "OP_TRANSFORM", "PER_REQUEST_OPS", "REDACTED_REASONING", "REJECT_FIELDS",
              "REJECT_STATUS_MAX", "REJECT_STATUS_MIN", "REQUEST_FIELDS", "RESTRICT_FIELDS", "RESTRICT_TAGS",
              "REWRITE_FIELDS", "STAGE_FIELDS", "UNBOUNDED_PERMITS", "UNSAFE_TEXT", "is_reject", "reject_message",
@@ -27,8 +28,11 @@ PINNED = {
     "ssrf": ["ADDRESS_CLASSES", "BUILTIN_METADATA_HOSTS", "CanonicalHost", "HostGuard", "IPAddress", "Network",
              "SsrfBlocked", "SsrfPolicy", "address_class", "canonical_host", "embedded_ipv4", "is_localhost_name",
              "parse_host_or_network", "redact_url"],
-    "settings_schema": ["EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "NO_RULES", "SettingsRules",
-                        "settings_rules"],
+    "settings_schema": ["EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "NO_RULES", "POOL_MEMBER_KEYWORD",
+                        "SettingsRules", "member_names", "settings_rules"],
+    "rules": ["MATCH_MODES", "Outcome", "Rule", "RuleSet", "RulesError", "activation", "compile_expr", "holds",
+              "names_of", "reply_for",
+              "req_object"],
     "versions": ["AUTH_ABI_VERSION", "ENTRY_POINT_GROUP", "HOOK_ABI_VERSION", "KINDS", "NAME_PATTERN",
                  "PROJECT_NAME", "RESERVED_PUBLISHER", "SECRET_ABI_VERSION", "STORE_ABI_VERSION",
                  "SUPPORTED_ABI_VERSIONS", "TRANSPORT_VERSION", "Kind", "SemVer", "is_valid_name", "parse_semver"],

@@ -8,6 +8,8 @@ Usage::
     busbar --list-plugins [--config PATH]                           # plugin inventory
     busbar --migrate-config OLD.yaml > NEW.yaml                     # 1.x -> 1.5.0 config
     busbar --print-schema [config|providers]                        # JSON Schema of the config
+    busbar route --dry-run --pool P --data @req.json                # how a pool would route it (busbar.routecli)
+    busbar hooks test|calibrate --pool P --cases cases.yaml         # score / calibrate its gates
 
 Files: ``--config`` / ``BUSBAR_CONFIG`` (default ``/etc/busbar/config.yaml``), ``--providers`` /
 ``BUSBAR_PROVIDERS`` (default ``/etc/busbar/providers.yaml`` when it exists, else the catalog
@@ -84,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         from busbar.store.cli import main as store_main
 
         return store_main(argv[1:])
+    if argv[:1] in (["route"], ["hooks"]):         # busbar route --dry-run / hooks test|calibrate (busbar.routecli)
+        from busbar.routecli import hooks_main, route_main
+
+        return route_main(argv[1:]) if argv[0] == "route" else hooks_main(argv[1:])
     args = _parser().parse_args(argv)
     _setup_logging(args.log_level, args.log_format)
     if args.print_schema:

@@ -14,6 +14,11 @@ keyword (value ``true``)    meaning
 ``x-busbar-egress-allow``   on a ``"type": "array"`` property (at most one): this instance's own
                             exceptions to the guard (hosts, IPs or CIDRs), applied to this
                             instance's egress URLs and to nothing else
+``x-busbar-pool-member``    on a ``"type": "string"`` schema at any depth (under ``properties`` or
+                            ``items``): the value names a member of the pool the instance sits on,
+                            by model name or tag; the kernel refuses any other name (a ref in
+                            ``global_hooks`` has no pool: not checked). :func:`member_names` walks
+                            the settings for them.
 ==========================  ======================================================================
 
 A property named in the schema's top-level ``required`` must be present in ``settings:``.
@@ -33,10 +38,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "NO_RULES", "SettingsRules", "settings_rules"]
+__all__ = ["EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "NO_RULES", "POOL_MEMBER_KEYWORD", "SettingsRules",
+           "member_names", "settings_rules"]
 
 EGRESS_URL_KEYWORD = "x-busbar-egress-url"
 EGRESS_ALLOW_KEYWORD = "x-busbar-egress-allow"
+POOL_MEMBER_KEYWORD = "x-busbar-pool-member"
 
 
 @dataclass(frozen=True)
@@ -104,3 +111,35 @@ def settings_rules(schema: str | Mapping[str, Any] | None) -> SettingsRules:
                 raise ValueError(f"{EGRESS_ALLOW_KEYWORD} is on both {allow} and {key}; one allow-list per plugin")
             allow = key
     return SettingsRules(tuple(str(r) for r in required if isinstance(r, str)), tuple(urls), allow, descriptions)
+
+
+def member_names(schema: str | Mapping[str, Any] | None, settings: Any) -> list[tuple[str, str]]:
+    """Every string of ``settings`` that ``schema`` marks ``x-busbar-pool-member``, as
+    ``(key path under settings, value)`` in document order, e.g. ``("rules[1].to[0]", "gpt-4o")``.
+
+    The walk follows ``properties`` into objects and ``items`` into arrays; values of another type
+    than the schema says are skipped (the plugin's own validation reports them).
+    """
+    if schema is None:
+        return []
+    node = json.loads(schema) if isinstance(schema, str) else schema
+    out: list[tuple[str, str]] = []
+    _walk_members(node, settings, "", out)
+    return out
+
+
+def _walk_members(node: Any, value: Any, path: str, out: list[tuple[str, str]]) -> None:
+    if not isinstance(node, Mapping):
+        return
+    if node.get(POOL_MEMBER_KEYWORD) is True and isinstance(value, str):
+        out.append((path, value))
+        return
+    props = node.get("properties")
+    if isinstance(props, Mapping) and isinstance(value, Mapping):
+        for key, sub in props.items():
+            if key in value:
+                _walk_members(sub, value[key], f"{path}.{key}" if path else key, out)
+    items = node.get("items")
+    if isinstance(items, Mapping) and isinstance(value, list):
+        for i, item in enumerate(value):
+            _walk_members(items, item, f"{path}[{i}]", out)

@@ -22,7 +22,9 @@ reject          ``{"reject": {"status"?: 400..499, "message"?: str}}``; any ``re
                 :data:`DEFAULT_REJECT_STATUS`, a missing/empty message :data:`DEFAULT_REJECT_MESSAGE`;
                 the message is sanitized and cut to :data:`MAX_REJECT_MESSAGE_CHARS` characters
 restrict        ``{"restrict": {"tags_any": [non-empty str, ...]}}``, 1..:data:`MAX_RESTRICT_TAGS`
-                tags; anything else is garbage (the gate's ``on_error`` applies)
+                tags; anything else is garbage (the gate's ``on_error`` applies). Every member
+                also carries the implicit tag ``model:<its model name>`` (:data:`MODEL_TAG_PREFIX`),
+                so a restrict can name members that declare no tags
 order           ``{"order": [idx, ...]}``; unknown or repeated idx are dropped
 rewrite         ``{"rewrite": {"messages": [{role, content}, ...], "tools"?: [...]}}``, at least one
                 message; needs the ``prompt: rw`` grant
@@ -49,6 +51,7 @@ __all__ = [
     "MANAGEMENT_KEYS",
     "MAX_REJECT_MESSAGE_CHARS",
     "MAX_RESTRICT_TAGS",
+    "MODEL_TAG_PREFIX",
     "OP_DECIDE",
     "OP_NOTIFY",
     "OP_TRANSFORM",
@@ -123,6 +126,8 @@ DEFAULT_REJECT_MESSAGE = "Request rejected by the routing policy."
 MAX_REJECT_MESSAGE_CHARS = 300
 #: Most tags one ``restrict`` arm may carry.
 MAX_RESTRICT_TAGS = 64
+#: Every pool member carries the implicit restrict tag ``MODEL_TAG_PREFIX + <its model name>``.
+MODEL_TAG_PREFIX = "model:"
 
 
 def reject_status(value: object) -> int:

@@ -60,7 +60,7 @@ def test_seed_002_webhook_route_becomes_a_webrequest_module_ref() -> None:
     ref = pool.hooks[0]
     assert ref.model_dump() == {"module": "busbar-webrequest-hook", "settings": {"url": "http://127.0.0.1:8787/"},
                                 "kind": "gate", "timeout_ms": 1, "on_error": "weighted", "on_empty": "reject",
-                                "prompt": "no", "user": "no", "priority": 0, "at": "request"}
+                                "prompt": "no", "user": "no", "priority": 0, "at": "request", "shadow": False}
     assert [(m.model, m.tier) for m in pool.members] == [("claude-fable", "fable"), ("claude-opus", "opus"),
                                                          ("claude-sonnet", "sonnet"), ("claude-haiku", "haiku")]
     assert "pools.my-smart-model.route: webhook -> hooks[0]" in result.changes

@@ -183,6 +183,10 @@ class HookRef(Strict):
     """Orders the rewrite chain and tie-breaks the reconcile."""
     at: Literal["request", "route", "attempt", "completion"] = "request"
     """Tap observation stage; inert on a gate."""
+    shadow: bool = False
+    """Gates only: fire the gate and log/count its verdict (busbar_gate_shadow_verdicts_total), but
+    route as if it had abstained (its on_error never applies). For trying a new router beside the
+    one it replaces."""
 
     @field_validator("prompt", "user", mode="before")
     @classmethod

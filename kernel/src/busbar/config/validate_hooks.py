@@ -29,6 +29,8 @@ def _ref(ctx: Any, path: str, ref: HookRef, *, in_global: bool) -> None:
     ctx.plugin_ref(ref.module, f"{path}.module", kind="hook")
     if ref.timeout_ms < 1:
         ctx.err(f"{path}.timeout_ms", "must be ≥ 1 (a gate's deadline in ms; default 1)")
+    if kind == "tap" and ref.shadow:
+        ctx.err(f"{path}.shadow", "shadow applies to gates (a tap never decides); remove it, or use kind: gate")
     if kind == "tap" and ref.prompt == "rw":
         ctx.err(f"{path}.prompt", "rw is not allowed on a tap (a tap never replies); use ro, or kind: gate")
     if kind == "tap" and "on_error" in ref.model_fields_set:
@@ -39,10 +41,10 @@ def _ref(ctx: Any, path: str, ref: HookRef, *, in_global: bool) -> None:
         ctx.err(f"{path}.on_error", f"'{ref.on_error}' is not an on_error value; use nothing, weighted, "
                                     f"first, reject, a strategy name, or {{ hook: {ref.on_error} }} "
                                     f"for a named fallback")
-    _settings(ctx, path, ref)
+    _settings(ctx, path, ref, in_global=in_global)
 
 
-def _settings(ctx: Any, path: str, ref: HookRef) -> None:
+def _settings(ctx: Any, path: str, ref: HookRef, *, in_global: bool) -> None:
     """The ref's ``settings:`` against its plugin's manifest rules, when the catalog serves them."""
     schema_of = getattr(ctx.plugins, "settings_schema_of", None)
     if schema_of is None or not ctx.cfg.plugins.enabled:
@@ -51,7 +53,13 @@ def _settings(ctx: Any, path: str, ref: HookRef) -> None:
 
     from busbar.security.egress import settings_faults
 
-    rules = settings_rules(schema_of(ref.module))
+    schema = schema_of(ref.module)
+    if not in_global:
+        from busbar.hooks.check import member_faults
+
+        for where, text in member_faults(schema, ref.settings, ctx.cfg, path):
+            ctx.err(where, text)
+    rules = settings_rules(schema)
     if rules.required or rules.egress_urls:
         for where, text in settings_faults(rules, ref.settings, module=ref.module, path=path, policy=ctx.policy):
             ctx.err(where, text)

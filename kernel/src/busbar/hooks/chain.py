@@ -35,6 +35,7 @@ from busbar.hooks.projection import candidate_views
 from busbar.hooks.reconcile import Decision, Verdict, reconcile
 from busbar.hooks.reply import Arms, Reject, Rewrite
 from busbar.hooks.run import HookRun
+from busbar.hooks.shadow import record_shadow, trace_entry
 from busbar.hooks.specs import GateSpec, TapSpec
 from busbar.hooks.strategies import CONFIG_ONLY, STRATEGIES, Ranker
 from busbar.limits.signals import signals_of, stamp
@@ -90,7 +91,8 @@ class PoolChain:
             self.boot_rank = self.ranker(members, costs)
         self.ordering = self.strategy is not None or bool(self.transforms or self.gates)
         self.native_only = not (self.transforms or self.gates or self.taps)
-        self.solo = self.gates[0] if len(self.gates) == 1 else None
+        self.solo = self.gates[0] if len(self.gates) == 1 and not self.gates[0].shadow else None
+        self.has_shadow = any(g.shadow for g in self.gates + self.transforms)
         self.all_known = frozenset(all_idx)      # the candidates' idx set when every member is healthy
 
     # ------------------------------------------------------------------ entry points
@@ -155,7 +157,8 @@ class PoolChain:
                     run.tap(self.tap_at["request"], "request")
             solo = self.solo
             facade = solo.facade if solo is not None else None
-            if solo is not None and facade is not None and (facade.inline or facade.on_loop):  # one gate: here
+            if (solo is not None and facade is not None and run.trace is None
+                    and (facade.inline or facade.on_loop)):  # one gate: here
                 known = (self.all_known if len(cands) == len(self.all_idx)
                          else frozenset([c["idx"] for c in cands]))
                 msg = run.message("decide", run.pool, cands, prompt=facade.prompt, user=facade.user, owned=True)
@@ -216,6 +219,11 @@ class PoolChain:
                               members: list[Any], extra: list[tuple[tuple[int, int, int], Verdict]]) -> Plan | None:
         for g in self.transforms:
             res = (await fire([(g, self._submit(g, run, cands, frozenset()))]))[0]
+            if g.shadow:
+                record_shadow(g, res, run, cands)
+                continue
+            if run.trace is not None:
+                run.trace.append(trace_entry(g, res, _models(cands)))
             answer, who = await self._settle(g, res, run, cands, frozenset(), members)
             if isinstance(answer, Verdict):
                 if answer.reject is not None:
@@ -236,6 +244,8 @@ class PoolChain:
         if not gates:
             return []
         results = await fire([(g, self._submit(g, run, cands, known)) for g in gates])
+        if self.has_shadow or run.trace is not None:
+            gates, results = _unshadowed(run, gates, results, cands)
         if any(r.failure is not None and g.on_error.kind == "hook" for g, r in zip(gates, results)):
             settled = await asyncio.gather(*(self._settle(g, r, run, cands, known, members)
                                              for g, r in zip(gates, results)))
@@ -268,6 +278,8 @@ class PoolChain:
             _log_failure(g, res)
             g = g.on_error.hook
             res = (await fire([(g, self._submit(g, run, cands, known))]))[0]
+            if run.trace is not None:
+                run.trace.append(trace_entry(g, res, _models(cands)))
         return res.arm, g
 
     def _terminal(self, g: GateSpec, res: Result, members: list[Any]) -> tuple[Verdict | None, GateSpec]:
@@ -284,6 +296,28 @@ class PoolChain:
             ranking = STRATEGIES[oe.strategy](members, self.costs)
             return (Verdict(oe.strategy, order=ranking) if ranking else None), g
         return None, g                  # nothing / weighted: the gate does not participate
+
+
+def _models(cands: Sequence[dict[str, Any]]) -> dict[int, str]:
+    return {int(c["idx"]): str(c["model"]) for c in cands}
+
+
+def _unshadowed(run: HookRun, gates: Sequence[GateSpec], results: list[Result],
+                cands: list[dict[str, Any]]) -> tuple[tuple[GateSpec, ...], list[Result]]:
+    """Record every shadow gate's result (and, when tracing, every gate's) and return the gates
+    that decide with their results."""
+    keep_g: list[GateSpec] = []
+    keep_r: list[Result] = []
+    models = _models(cands) if run.trace is not None else {}
+    for g, r in zip(gates, results):
+        if g.shadow:
+            record_shadow(g, r, run, cands)
+            continue
+        if run.trace is not None:
+            run.trace.append(trace_entry(g, r, models))
+        keep_g.append(g)
+        keep_r.append(r)
+    return tuple(keep_g), keep_r
 
 
 def _verdict(call: Call, run: HookRun, answer: Any, who: GateSpec) -> Verdict | None:

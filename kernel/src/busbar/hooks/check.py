@@ -30,7 +30,7 @@ from busbar.hooks.strategies import STRATEGIES
 
 TERMINALS = ("nothing", "weighted", "first", "reject")
 
-__all__ = ["TERMINALS", "check", "iter_refs", "kind_of", "resolve_fallback"]
+__all__ = ["TERMINALS", "check", "iter_refs", "kind_of", "member_faults", "resolve_fallback"]
 
 
 def kind_of(ref: Any, *, in_global: bool) -> str:
@@ -104,6 +104,8 @@ def _check_ref(cfg: Any, plugins: Any, path: str, ref: Any, in_global: bool, err
         elif plugin.kind != "hook":
             err(f"{path}.module", f"'{module}' is a kind: {plugin.kind} plugin, not a kind: hook plugin; name a "
                                   f"kind: hook plugin")
+    if kind == "tap" and getattr(ref, "shadow", False):
+        err(f"{path}.shadow", "shadow applies to gates (a tap never decides); remove it, or use kind: gate")
     if kind == "tap" and ref.prompt == "rw":
         err(f"{path}.prompt", "rw is not allowed on a tap (a tap never replies); use ro, or kind: gate")
     oe = ref.on_error
@@ -112,6 +114,32 @@ def _check_ref(cfg: Any, plugins: Any, path: str, ref: Any, in_global: bool, err
                                 f"strategy name, or {{ hook: {oe} }} for a named fallback")
     if plugin is not None and plugin.kind == "hook":
         _check_settings(cfg, path, ref, plugin, err)
+        if not in_global:
+            _check_members(cfg, path, ref, plugin, err)
+
+
+def _check_members(cfg: Any, path: str, ref: Any, plugin: Any, err: Any) -> None:
+    schema = getattr(getattr(plugin, "manifest", None), "settings_schema", None)
+    for where, text in member_faults(schema, ref.settings, cfg, path):
+        err(where, text)
+
+
+def member_faults(schema: Any, settings: Any, cfg: Any, path: str) -> list[tuple[str, str]]:
+    """``(key path, text)`` for every ``x-busbar-pool-member`` setting of the ref at ``path``
+    (``pools.<p>.hooks[i]``) that names neither a member model nor a member tag of pool ``<p>``."""
+    from busbar_sdk.settings_schema import member_names
+
+    names = member_names(schema, settings) if isinstance(schema, (str, dict)) else []
+    if not names:
+        return []
+    pname = path.split(".")[1]
+    members = cfg.pools[pname].members
+    models = [m.model for m in members]
+    tags = sorted({t for m in members for t in (m.tags or ())})
+    known = f"models: {', '.join(models)}; tags: {', '.join(tags) or 'none'}"
+    return [(f"{path}.settings.{where}", f"'{name}' is not a member of pool '{pname}' ({known}); name a member's "
+                                         f"model or one of its tags")
+            for where, name in names if name not in models and name not in tags]
 
 
 def _check_settings(cfg: Any, path: str, ref: Any, plugin: Any, err: Any) -> None:

@@ -24,6 +24,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from busbar_sdk.wire import MODEL_TAG_PREFIX
 
 from busbar.faults import FaultList
 from busbar.hooks.chain import PoolChain
@@ -101,7 +102,7 @@ def build_engine(loaded: LoadedConfig, gw: GatewayContext, plugins: PluginSet | 
         chains[pname] = PoolChain(
             pname, strategy=strategy, transforms=[g for g in gates + g_gates if g.transform],
             gates=[g for g in gates + g_gates if not g.transform], taps=taps + g_taps, costs=costs,
-            tags_of={m.index: frozenset(m.tags) for m in pool.members},
+            tags_of={m.index: frozenset((*m.tags, MODEL_TAG_PREFIX + m.lane.name)) for m in pool.members},
             all_idx=tuple(m.index for m in pool.members), max_rewrite_bytes=max_bytes,
             statics={m.index: candidate_static(m, costs[m.index]) for m in pool.members}, members=pool.members)
     direct = None
@@ -188,7 +189,7 @@ class _Builder:
         facade = self.facade(path, ref)
         g = GateSpec(ref.module, path, facade, ref.timeout_ms, on_error, ref.on_empty,
                      transform=facade.prompt == "rw", rank=(ref.priority, 0 if in_global else 1, pos),
-                     is_global=in_global)
+                     is_global=in_global, shadow=bool(getattr(ref, "shadow", False)))
         self.gates[id(ref)] = g
         return g
 

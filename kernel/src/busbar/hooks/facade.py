@@ -100,6 +100,11 @@ class HookFacade:
         self.latency_us = 0.0
         self.samples = 0
         self.calls = self.timeouts = self.errors = self.garbage = self.saturated = 0
+        #: Shadow gates' verdicts by arm (``busbar.hooks.shadow``), never applied.
+        self.shadow_verdicts: dict[str, int] = {}
+        #: Set to a dict by a dry run (``busbar route --dry-run``): each ``decide`` reply's ``explain``
+        #: object (what a router says about its decision; ignored by the request path), by request_id.
+        self.explained: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ request path
 
@@ -133,7 +138,11 @@ class HookFacade:
         return await Job.awaited(acall(payload), budget_s, hard_s, read_decide, known_idx, self.prompt)
 
     def _decide_now(self, payload: dict[str, Any], known_idx: frozenset[int]) -> Abstain | Reject | Arms:
-        return read_decide(self._call(payload), known_idx, self.prompt)
+        raw = self._call(payload)
+        explained = self.explained
+        if explained is not None and isinstance(raw, dict) and "explain" in raw:
+            explained[str(payload["request"]["request_id"])] = raw["explain"]
+        return read_decide(raw, known_idx, self.prompt)
 
     def transform(self, payload: dict[str, Any], max_bytes: int) -> Job | None:
         """Queue a ``transform``; the job's result is ``Abstain | Reject | Rewrite``."""

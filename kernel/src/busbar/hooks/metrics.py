@@ -5,7 +5,9 @@
   ``saturated`` (each one applied the gate's ``on_error``);
 - ``busbar_tap_notifications_dropped_total{hook}``: tap observations dropped (queue full);
 - ``busbar_tap_failures_total{hook}``: tap calls that raised (swallowed, logged);
-- ``busbar_hook_latency_us{hook}``: the gate's latency EWMA in µs.
+- ``busbar_hook_latency_us{hook}``: the gate's latency EWMA in µs;
+- ``busbar_gate_shadow_verdicts_total{gate,arm}``: what ``shadow: true`` gates answered (never
+  applied); ``arm``: abstain | reject | restrict | order | rewrite | a failure reason.
 
 The route-policy counters (``busbar_route_policy_selections_total``,
 ``busbar_route_policy_rejections_total``) live with the request metrics (``busbar.proxy.metrics``).
@@ -42,6 +44,9 @@ class HookCollector:
                                       labels=["hook"])
         tap_fail = CounterMetricFamily("busbar_tap_failures", "Tap calls that raised", labels=["hook"])
         latency = GaugeMetricFamily("busbar_hook_latency_us", "Gate latency EWMA (µs)", labels=["hook"])
+        shadow = CounterMetricFamily("busbar_gate_shadow_verdicts", "Shadow gates' verdicts (not applied), per "
+                                     "gate and arm", labels=["gate", "arm"])
+        shadow_totals: dict[tuple[str, str], int] = {}
         totals: dict[str, list[float]] = {}
         for f in engine.facades if engine is not None else ():
             t = totals.setdefault(f.name, [0.0] * 8)
@@ -49,6 +54,10 @@ class HookCollector:
                                    f.tap_errors)):
                 t[i] += v
             t[7] = max(t[7], f.latency_us)
+            for arm, seen in list(f.shadow_verdicts.items()):
+                shadow_totals[(f.name, arm)] = shadow_totals.get((f.name, arm), 0) + seen
+        for (gate, arm), seen in sorted(shadow_totals.items()):
+            shadow.add_metric([gate, arm], seen)
         for name, t in totals.items():
             calls.add_metric([name], t[0])
             for reason, n in zip(("timeout", "error", "garbage", "saturated"), t[1:5]):
@@ -61,3 +70,4 @@ class HookCollector:
         yield dropped
         yield tap_fail
         yield latency
+        yield shadow

@@ -43,7 +43,7 @@ class HookRun:
     """Hook state of one request (see the module docstring)."""
 
     __slots__ = ("_prompt", "_shape", "_user", "attempts", "call", "completed", "pool", "rejected",
-                 "request_id", "taps", "transformed")
+                 "request_id", "taps", "trace", "transformed")
 
     def __init__(self, call: Call):
         self.call = call
@@ -57,6 +57,9 @@ class HookRun:
         self.completed = False
         self.rejected = False
         self.pool = ""
+        #: Every gate's reply, in firing order, when someone asked (``busbar route --dry-run``);
+        #: shadow gates' replies always land here when it is set (``busbar.hooks.shadow``).
+        self.trace: list[dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ projections
 

@@ -50,6 +50,7 @@ class GateSpec:
             pass (reject > rewrite > abstain) instead of ``decide``.
         rank: its place in the priority chain.
         is_global: declared in ``global_hooks``.
+        shadow: ``shadow: true``: fired and recorded, never applied (``busbar.hooks.shadow``).
     """
 
     name: str
@@ -61,6 +62,7 @@ class GateSpec:
     transform: bool
     rank: tuple[int, int, int]
     is_global: bool
+    shadow: bool = False
     timeout_s: float = field(init=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -1,0 +1,186 @@
+"""CEL routing rules over a gate's projection: one implementation for every first-party router.
+
+A *rules configuration* is ``{match: first|all, rules: [{when: <CEL>, to: [name, ...]}, ...],
+default?: [name, ...]}``; a *name* is a pool member's model name or one of its tags. The CEL
+library is ``cel-expr-python`` (Google's C++ CEL runtime; imported on first use, so the sdk does
+not need it unless a plugin compiles rules).
+
+- :func:`compile_expr` compiles one expression (a syntax or type error raises :class:`RulesError`
+  naming the setting and carrying CEL's own message).
+- :class:`RuleSet` compiles a whole configuration at ``configure``; :meth:`RuleSet.decide` returns
+  the :class:`Outcome` for one request.
+- :func:`req_object` builds the ``req`` variable from a ``decide`` message's projection (see
+  docs/router.md#the-req-object): ``pool``, ``ingress_protocol``, ``message_count``, ``has_tools``,
+  ``total_chars``, ``max_tokens``? (absent when the caller set none), ``stream``, ``prompt``? (only
+  under the ``prompt: ro`` grant: system then every message's text, joined by newlines),
+  ``user``? (only under ``user: ro``) and ``candidates`` (the healthy members as maps: ``model``,
+  ``provider``, ``tags``, ``tier``?, ``weight``...).
+- :func:`reply_for` turns chosen names into a reply arm: ``order`` (members named first, in the
+  order named; a tag stands for its members in pool order) or ``restrict`` (``tags_any``: the tags
+  named, each also as ``model:<name>``, the implicit tag every member carries for its model).
+
+A rule whose expression cannot be evaluated for a request (a missing key, a type error) does not
+hold; so does a rule whose value is not the boolean ``true``.
+
+Source: docs/router.md#busbar-rules-hook, docs/hooks.md#what-a-gate-may-answer.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from busbar_sdk.wire import MAX_RESTRICT_TAGS, MODEL_TAG_PREFIX
+
+__all__ = ["MATCH_MODES", "Outcome", "Rule", "RuleSet", "RulesError", "activation", "compile_expr", "holds",
+           "names_of", "reply_for", "req_object"]
+
+MATCH_MODES = ("first", "all")
+
+
+class RulesError(ValueError):
+    """A rules configuration that cannot run: one line naming the setting (``settings.rules[2].when: ...``)."""
+
+
+_ENV: Any = None
+_BOOL: Any = None
+
+
+def _env() -> Any:
+    global _ENV, _BOOL
+    if _ENV is None:
+        from cel_expr_python import cel  # type: ignore[import-untyped]  # no stubs or py.typed
+
+        _ENV = cel.NewEnv(variables={"req": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)})
+        _BOOL = cel.Type.BOOL
+    return _ENV
+
+
+def compile_expr(text: Any, where: str) -> Any:
+    """Compile one CEL expression over ``req``; raises :class:`RulesError` at ``where`` (a key path
+    such as ``settings.rules[0].when``) with CEL's message."""
+    if not isinstance(text, str) or not text.strip():
+        raise RulesError(f"{where}: must be a CEL expression (a non-empty string), found {text!r}")
+    try:
+        return _env().compile(text)
+    except Exception as e:  # noqa: BLE001 - the CEL library raises RuntimeError with its diagnostics
+        msg = " ".join(str(e).split())
+        raise RulesError(f"{where}: CEL: {msg}") from None
+
+
+def holds(expr: Any, activation: Any) -> bool:
+    """Does ``expr`` evaluate to the boolean ``true``? Errors (missing keys...) do not hold."""
+    try:
+        v = expr.eval(activation)
+    except Exception:  # noqa: BLE001 - an evaluation fault is "does not hold"
+        return False
+    return bool(v.type() == _BOOL and v.value() is True)
+
+
+def activation(req: Mapping[str, Any]) -> Any:
+    """The CEL activation binding ``req``."""
+    return _env().Activation({"req": req})
+
+
+def names_of(raw: Any, where: str) -> tuple[str, ...]:
+    """A ``to``/``default`` list: 1+ non-empty strings; raises :class:`RulesError` at ``where``."""
+    if not isinstance(raw, list) or not raw or not all(isinstance(n, str) and n for n in raw):
+        raise RulesError(f"{where}: must be a list of member model names or tags (at least one), found {raw!r}")
+    return tuple(dict.fromkeys(raw))
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One compiled rule: its source ``when``, the compiled program, the names it routes ``to``."""
+
+    when: str
+    program: Any
+    to: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a rule set decided: ``names`` (empty: nothing held and no default), ``rules`` (indexes
+    of the rules that held, in order), ``default`` (the default served)."""
+
+    names: tuple[str, ...]
+    rules: tuple[int, ...]
+    default: bool
+
+
+class RuleSet:
+    """A compiled rules configuration (see the module docstring).
+
+    Raises :class:`RulesError` (naming ``<prefix>.rules[i].when`` etc.) for a bad configuration.
+    """
+
+    def __init__(self, raw: Any, prefix: str = "settings"):
+        if not isinstance(raw, Mapping):
+            raise RulesError(f"{prefix}: must be a map with rules: [...], found {type(raw).__name__}")
+        known = {"match", "rules", "default"}
+        extra = sorted(set(raw) - known)
+        if extra:
+            raise RulesError(f"{prefix}.{extra[0]}: not a rules setting (known: default, match, rules)")
+        match = raw.get("match", "first")
+        if match not in MATCH_MODES:
+            raise RulesError(f"{prefix}.match: must be first or all, found {match!r}")
+        self.match: str = match
+        rules = raw.get("rules", [])
+        if not isinstance(rules, list):
+            raise RulesError(f"{prefix}.rules: must be a list of {{ when, to }} maps")
+        out = []
+        for i, r in enumerate(rules):
+            where = f"{prefix}.rules[{i}]"
+            if not isinstance(r, Mapping) or set(r) != {"when", "to"}:
+                raise RulesError(f"{where}: must be a map with exactly when: <CEL> and to: [names], found {r!r}")
+            out.append(Rule(str(r["when"]), compile_expr(r["when"], f"{where}.when"),
+                            names_of(r["to"], f"{where}.to")))
+        self.rules: tuple[Rule, ...] = tuple(out)
+        self.default: tuple[str, ...] = (names_of(raw["default"], f"{prefix}.default") if "default" in raw
+                                         else ())
+
+    def decide(self, act: Any) -> Outcome:
+        """The outcome for one request's activation (:func:`activation`)."""
+        if self.match == "first":
+            for i, r in enumerate(self.rules):
+                if holds(r.program, act):
+                    return Outcome(r.to, (i,), False)
+        else:
+            held = [i for i, r in enumerate(self.rules) if holds(r.program, act)]
+            if held:
+                names = tuple(dict.fromkeys(n for i in held for n in self.rules[i].to))
+                return Outcome(names, tuple(held), False)
+        return Outcome(self.default, (), bool(self.default))
+
+
+def req_object(request: Mapping[str, Any], candidates: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``req`` variable for one ``decide`` message (see the module docstring)."""
+    req: dict[str, Any] = {k: request[k] for k in ("pool", "ingress_protocol", "message_count", "has_tools",
+                                                    "total_chars", "max_tokens", "stream") if k in request}
+    messages = request.get("messages")
+    if messages is not None:
+        parts = [request["system"]] if request.get("system") else []
+        parts += [m.get("text", "") for m in messages]
+        req["prompt"] = "\n".join(parts)
+    user = request.get("user")
+    if user is not None:
+        req["user"] = dict(user)
+    req["candidates"] = [{k: (list(v) if k == "tags" else v) for k, v in c.items()} for c in candidates]
+    return req
+
+
+def reply_for(names: Sequence[str], mode: str, candidates: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The reply arm for the chosen ``names``: ``mode`` ``order`` or ``restrict`` (see the module
+    docstring); ``{}`` (abstain) when ``names`` is empty or, for ``order``, names no healthy
+    candidate."""
+    if not names:
+        return {}
+    if mode == "restrict":              # a name is a tag, or a model: its implicit tag (healthy or not)
+        tags = [t for n in names for t in (n, MODEL_TAG_PREFIX + n)]
+        return {"restrict": {"tags_any": list(dict.fromkeys(tags))[:MAX_RESTRICT_TAGS]}}
+    order: list[int] = []
+    for n in names:
+        for c in candidates:
+            if (c.get("model") == n or n in (c.get("tags") or ())) and c["idx"] not in order:
+                order.append(int(c["idx"]))
+    return {"order": order} if order else {}
