@@ -132,6 +132,7 @@ READERS: dict[str, str] = {
     "models.*.attempt_timeout_ms": "proxy/runtime.py",
     "models.*.reasoning": "proxy/runtime.py",
     "models.*.prompt_caching": "proxy/runtime.py",
+    "models.*.operations": "proxy/runtime.py",
     "pools.*.members[].model": "proxy/gateway.py",
     "pools.*.members[].weight": "proxy/runtime.py",
     "pools.*.members[].context_max": "proxy/runtime.py",

@@ -25,6 +25,7 @@ from .base import Dialect, ErrorReply, next_seq
 from .bedrock import BedrockConverse
 from .cohere import CohereChat
 from .control import handle_control, send_json
+from .embeddings import BedrockInvokeEmbed, CohereEmbed, GeminiEmbed, OpenAIEmbed
 from .faults import Script
 from .fixtures import FixtureStore, default_fixtures_dir
 from .gemini import GeminiGenerate
@@ -89,6 +90,11 @@ class MockProvider:
             "/converse-stream": BedrockConverse(self.fixtures),
             "/v1/responses": OpenAIResponses(self.fixtures),
             "/v2/chat": CohereChat(self.fixtures),
+            "/v1/embeddings": OpenAIEmbed(self.fixtures),
+            "/v2/embed": CohereEmbed(self.fixtures),
+            ":embedContent": GeminiEmbed(self.fixtures, batch=False),
+            ":batchEmbedContents": GeminiEmbed(self.fixtures, batch=True),
+            "/invoke": BedrockInvokeEmbed(self.fixtures),
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
