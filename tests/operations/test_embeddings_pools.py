@@ -226,3 +226,23 @@ def test_boot_refuses_operations_a_protocol_cannot_serve(tmp_path, ops, fault):
                        env={**os.environ, "K": "k"}, check=False)
     assert r.returncode != 0
     assert fault in r.stderr
+
+
+@pytest.mark.parametrize("entry,fault", [
+    ("{ input_utok: 1, per_image_utok: 40000 }",
+     "config.yaml: rate_card.m.per_image_utok: 40000.0: per-image pricing is not supported in this build; see docs/unsupported-keys.md"),
+    ("{ input_utok: 1, per_search_unit_utok: 2000 }",
+     "config.yaml: rate_card.m.per_search_unit_utok: 2000.0: per-search-unit rerank pricing is not supported in this build; "
+     "see docs/unsupported-keys.md"),
+    ("{ input_utok: 1, per_audio_second_utok: -1 }",
+     "config.yaml: rate_card.m.per_audio_second_utok: -1.0: per-audio-second pricing is not supported in this "
+     "build; see docs/unsupported-keys.md"),
+])
+def test_boot_refuses_per_operation_rates_nothing_charges_yet(tmp_path, entry, fault):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("providers:\n  oa: { protocol: openai, base_url: 'https://api.openai.com', api_key: { env: K } }\n"
+                   f"models:\n  m: {{ provider: oa }}\nrate_card:\n  m: {entry}\n")
+    r = subprocess.run([BUSBAR, "--validate", "--config", str(cfg)], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "K": "k"}, check=False)
+    assert r.returncode != 0
+    assert fault in r.stderr
