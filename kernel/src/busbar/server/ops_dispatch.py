@@ -13,7 +13,8 @@ Called by the data plane for a route with ``Route.op`` (``busbar.server.routes``
   a target with no lane able to serve the operation (``busbar.proxy.operation.Operation.able``,
   fallback pools included) answers a native 404 naming the operation before any upstream work;
   otherwise ``forward`` runs the same walk as chat: weighting, breakers, failover before the first
-  byte, ``on_exhausted``, hooks.
+  byte, ``on_exhausted``, hooks. ``call.record.extra`` gets ``operation`` (the name) and ``op_usage``
+  (``busbar.ir.ops.OpUsage`` of a served reply) for the limits engine and the access log.
 
 Source: docs/beyond-chat.md.
 """
@@ -90,7 +91,12 @@ async def serve_operation(gw: Gateway, call: Call, target: Pool | Lane, receive:
     why = _unservable(gw, call.op, target)
     if why is not None:
         return error_reply(call.ingress, 404, ErrorKind.NOT_FOUND, why)
-    return await run_cancellable(receive, forward(gw, call, target))
+    reply = await run_cancellable(receive, forward(gw, call, target))
+    if call.record is not None:      # for the limits engine and the access log (busbar.proxy.record)
+        call.record.extra["operation"] = call.op.name
+        if reply is not None and reply.op_usage is not None:
+            call.record.extra["op_usage"] = reply.op_usage
+    return reply
 
 
 def _unservable(gw: Gateway, op: Operation, target: Pool | Lane) -> str | None:
