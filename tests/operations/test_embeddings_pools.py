@@ -195,7 +195,6 @@ def test_bad_gemini_and_bedrock_bodies(gw):
                          "(/v1/images/generations); see docs/beyond-chat.md"),
     ("/v1/images/variations", "image variations are not supported: busbar routes image generation only "
                               "(/v1/images/generations); see docs/beyond-chat.md"),
-    ("/v1/moderations", "the moderation operation is not served by this busbar build; see docs/beyond-chat.md"),
     ("/v1/audio/transcriptions", "the audio operation is not served by this busbar build; see docs/beyond-chat.md"),
 ])
 def test_operations_not_served_answer_a_native_404(gw, path, status_line):
@@ -205,15 +204,17 @@ def test_operations_not_served_answer_a_native_404(gw, path, status_line):
     assert r.json()["error"]["type"] == "not_found_error"
 
 
-def test_rerank_not_served_is_a_cohere_404(gw):
-    r = httpx.post(gw.url + "/v2/rerank", json={"model": "mixed", "query": "q", "documents": ["d"]})
+def test_gemini_predict_not_served_is_a_gemini_404(gw):
+    r = httpx.post(gw.url + "/v1beta/models/mixed:predict", json={"instances": [{"prompt": "a cat"}]})
     assert r.status_code == 404
-    assert r.json()["message"] == "the rerank operation is not served by this busbar build; see docs/beyond-chat.md"
+    assert r.json()["error"]["message"] == ("the images operation is not served by this busbar build; "
+                                            "see docs/beyond-chat.md")
+    assert r.json()["error"]["status"] == "NOT_FOUND"
 
 
 @pytest.mark.parametrize("ops,fault", [
     ("[rerank]", "models.m.operations: protocol openai cannot serve rerank in this build (it serves chat, "
-                 "embeddings; see docs/beyond-chat.md)"),
+                 "embeddings, moderation; see docs/beyond-chat.md)"),
     ("[chat, telepathy]", "models.m.operations: 'telepathy' is not an operation; use chat, embeddings, rerank, "
                           "moderation, images, audio"),
     ("[]", "models.m.operations: must list at least one operation (omit it for the protocol's default)"),

@@ -14,10 +14,10 @@ OPERATIONS = ("chat", "embeddings", "rerank", "moderation", "images", "audio")
 """Every operation name of the 1.5 format."""
 
 DEFAULT_OPERATIONS: dict[str, frozenset[str]] = {
-    "openai": frozenset({"chat", "embeddings"}),
-    "cohere": frozenset({"chat", "embeddings"}),
+    "openai": frozenset({"chat", "embeddings", "moderation"}),
+    "cohere": frozenset({"chat", "embeddings", "rerank"}),
     "gemini": frozenset({"chat", "embeddings"}),
-    "bedrock": frozenset({"chat", "embeddings"}),
+    "bedrock": frozenset({"chat", "embeddings", "rerank"}),
     "anthropic": frozenset({"chat"}),
     "responses": frozenset({"chat"}),
 }

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from busbar.ir.model import IrMessage, IrRequest, TextBlock
-from busbar.ir.ops import OpUsage
+from busbar.ir.ops import EmbedRequest, EmbedResponse, OpUsage, RerankRequest, RerankResponse
 from busbar.proto.ops import codec
+from busbar.proto.ops.rerank import search_units
 from busbar.proxy.relay import Reply
 
 if TYPE_CHECKING:
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
     from busbar.proxy.runtime import Lane, Pool, Provider
     from busbar.proxy.translate import Call
 
-EGRESS_PATHS = {("embeddings", "openai"): "/v1/embeddings", ("embeddings", "cohere"): "/v2/embed"}
+EGRESS_PATHS = {("embeddings", "openai"): "/v1/embeddings", ("embeddings", "cohere"): "/v2/embed",
+                ("rerank", "cohere"): "/v2/rerank", ("moderation", "openai"): "/v1/moderations"}
 """Upstream paths of the body-model protocols, appended to the provider's ``base_url``."""
 
 
@@ -70,9 +72,14 @@ class Operation:
 
     def ir_view(self) -> IrRequest:
         """The request as a chat IR for hooks (each input one user message; sizes and prompt views)."""
-        texts: list[str] = list(getattr(self.req, "inputs", None) or [])
-        if not texts and hasattr(self.req, "query"):
-            texts = [self.req.query, *self.req.documents]
+        req = self.req
+        if isinstance(req, RerankRequest):
+            texts = [req.query, *req.documents]
+        elif isinstance(req, EmbedRequest):
+            texts = list(req.inputs)
+        else:                        # moderation: the OpenAI body (input: a string or a list)
+            value = req.get("input")
+            texts = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)]
         return IrRequest(messages=[IrMessage("user", [TextBlock(t)]) for t in texts])
 
     def _same(self, lane: Lane) -> bool:
@@ -118,15 +125,29 @@ class Operation:
         egress = codec(self.name, lane.provider.protocol)
         assert egress is not None
         if self._same(lane):
-            tokens = egress.tokens_of(doc)
+            units = egress.usage_of(doc)
             reply = Reply(200, {"content-type": "application/json"}, success.body)
         else:
             resp = egress.read_response(doc)
-            if len(resp.vectors) != len(self.req.inputs):
-                raise ValueError(f"{len(resp.vectors)} embeddings for {len(self.req.inputs)} inputs")
-            tokens = resp.input_tokens
+            units = _check(resp, self.req)
             out = self.ingress.write_response(resp, self.req, call.called)
             reply = Reply(200, {"content-type": "application/json"}, orjson.dumps(out))
-        reply.usage.input_tokens = tokens or 0
-        reply.op_usage = OpUsage(self.name, input_tokens=tokens or 0)
+        reply.op_usage = usage = OpUsage(self.name)
+        if isinstance(self.req, EmbedRequest):
+            reply.usage.input_tokens = usage.input_tokens = units or 0
+        elif isinstance(self.req, RerankRequest):
+            usage.search_units = units if units is not None else search_units(len(self.req.documents))
         return reply
+
+
+def _check(resp: Any, req: Any) -> int | None:
+    """A translated answer's billed units, after checking it answers ``req`` (raises ``ValueError``)."""
+    if isinstance(resp, EmbedResponse):
+        if len(resp.vectors) != len(req.inputs):
+            raise ValueError(f"{len(resp.vectors)} embeddings for {len(req.inputs)} inputs")
+        return resp.input_tokens
+    if isinstance(resp, RerankResponse):
+        if any(not 0 <= i < len(req.documents) for i, _ in resp.results):
+            raise ValueError("a rerank result names a document that was not sent")
+        return resp.search_units
+    return None

@@ -40,6 +40,9 @@ ENVELOPE_KEYS: dict[str, tuple[tuple[str, type], ...]] = {
     "cohere:embeddings": (("embeddings", dict), ("embeddings", list)),
     "gemini:embeddings": (("embeddings", list), ("embedding", dict)),
     "bedrock:embeddings": (("embedding", list), ("embeddings", list), ("embeddings", dict)),
+    "cohere:rerank": (("results", list),),
+    "bedrock:rerank": (("results", list),),
+    "openai:moderation": (("results", list),),
 }
 
 _NOT_A_STREAM = ("application/json", "text/html", "text/plain")

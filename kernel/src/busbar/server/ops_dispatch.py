@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from busbar.proxy.translate import Call
     from busbar.server.routes import Route
 
-SERVED = frozenset({"embeddings", "invoke"})
+SERVED = frozenset({"embeddings", "rerank", "moderation", "invoke"})
 """``Route.op`` values this build serves (``invoke``: decided by the Bedrock body)."""
 
 _UNSUPPORTED = {"images.edits": "image edits", "images.variations": "image variations"}
@@ -62,9 +62,14 @@ def not_served(route: Route, dialect: Dialect) -> Reply | None:
 
 def invoke_operation(body: dict[str, Any]) -> str | None:
     """The operation of a Bedrock ``/invoke`` body: ``embeddings`` (Titan ``inputText``, Cohere
-    ``texts``), ``None`` for anything else (an Anthropic Messages body: chat)."""
-    if "inputText" in body or ("texts" in body and "messages" not in body):
+    ``texts``), ``rerank`` (``query`` + ``documents``), ``None`` for anything else (an Anthropic
+    Messages body: chat)."""
+    if "messages" in body:
+        return None
+    if "inputText" in body or "texts" in body:
         return "embeddings"
+    if "query" in body and "documents" in body:
+        return "rerank"
     return None
 
 

@@ -33,6 +33,7 @@ from .journal import Journal
 from .openai_chat import OpenAIChat
 from .openai_chat import error_body as openai_error_body
 from .reply import plan_reply
+from .rerank import CohereRerank, OpenAIModeration
 from .responses import OpenAIResponses
 from .routing import Route, route
 from .scripted import scripted_outcome
@@ -95,6 +96,8 @@ class MockProvider:
             ":embedContent": GeminiEmbed(self.fixtures, batch=False),
             ":batchEmbedContents": GeminiEmbed(self.fixtures, batch=True),
             "/invoke": BedrockInvokeEmbed(self.fixtures),
+            "/v2/rerank": CohereRerank(self.fixtures),
+            "/v1/moderations": OpenAIModeration(self.fixtures),
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

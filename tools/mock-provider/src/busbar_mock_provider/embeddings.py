@@ -10,7 +10,8 @@
 - Gemini ``POST .../models/{m}:embedContent`` -> ``{"embedding": {"values"}}`` and
   ``:batchEmbedContents`` (every ``requests[].model`` must be ``models/{m}``) -> ``{"embeddings":
   [{"values"}]}``.
-- Bedrock ``POST /model/{id}/invoke``: a ``cohere.`` model id takes ``{"texts", "input_type",
+- Bedrock ``POST /model/{id}/invoke``: a rerank body (``query``) is answered by ``rerank.py``'s
+  rules; otherwise a ``cohere.`` model id takes ``{"texts", "input_type",
   ...}`` -> ``{"id", "embeddings": [[...]] | {"float": [...]}, "texts", "response_type"}``; any other
   id is Titan: ``{"inputText", "dimensions"?}`` -> ``{"embedding", "inputTextTokenCount",
   "embeddingsByType": {"float"}}``.
@@ -41,6 +42,7 @@ from .gemini import error_body as gemini_error
 from .openai_chat import OpenAIChat
 from .openai_chat import error_body as openai_error
 from .reply import Prompt, Reply
+from .rerank import read_rerank, rerank_results
 
 __all__ = ["BedrockInvokeEmbed", "CohereEmbed", "GeminiEmbed", "OpenAIEmbed", "vector"]
 
@@ -233,6 +235,14 @@ class BedrockInvokeEmbed(BedrockConverse):
 
     def read_prompt(self, body: Any) -> Prompt | ErrorReply:
         model = str(body.get("model", ""))
+        if "query" in body:                     # a rerank body (Cohere Rerank / Amazon Rerank)
+            got = read_rerank(body)
+            if isinstance(got, str):
+                return _bedrock_validation(f"Malformed input request: {got}")
+            if (model.startswith("cohere.") or ".cohere." in model) and body.get("api_version") != 2:
+                return _bedrock_validation("Malformed input request: #: required key [api_version] not found, "
+                                           "please reformat your input and try again.")
+            return Prompt(model=model, state={"rerank": got})
         if model.startswith("cohere.") or ".cohere." in model:
             checked = _cohere_checks(body)
             if isinstance(checked, str):
@@ -254,6 +264,9 @@ class BedrockInvokeEmbed(BedrockConverse):
 
     def render(self, reply: Reply, prompt: Prompt, seq: int) -> Rendered:
         st = prompt.state or {}
+        if "rerank" in st:
+            query, docs, top_n = st["rerank"]
+            return _json({"id": str(uuid.UUID(int=seq)), "results": rerank_results(query, docs, top_n)})
         texts, dims = st["texts"], st["dims"]
         if not st["cohere"]:
             vec = vector(texts[0], dims)

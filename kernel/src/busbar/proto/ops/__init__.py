@@ -14,12 +14,18 @@ from busbar.proto.ops.embed_bedrock import CODEC as EMBED_BEDROCK
 from busbar.proto.ops.embed_cohere import CODEC as EMBED_COHERE
 from busbar.proto.ops.embed_gemini import CODEC as EMBED_GEMINI
 from busbar.proto.ops.embed_openai import CODEC as EMBED_OPENAI
+from busbar.proto.ops.moderation import CODEC as MODERATION_OPENAI
+from busbar.proto.ops.rerank import BEDROCK as RERANK_BEDROCK
+from busbar.proto.ops.rerank import COHERE as RERANK_COHERE
 
 CODECS: dict[tuple[str, str], OpCodec] = {
     ("embeddings", "openai"): EMBED_OPENAI,
     ("embeddings", "cohere"): EMBED_COHERE,
     ("embeddings", "gemini"): EMBED_GEMINI,
     ("embeddings", "bedrock"): EMBED_BEDROCK,
+    ("rerank", "cohere"): RERANK_COHERE,
+    ("rerank", "bedrock"): RERANK_BEDROCK,
+    ("moderation", "openai"): MODERATION_OPENAI,
 }
 """Every (operation, provider protocol) this build serves."""
 

@@ -6,6 +6,8 @@
   e.g. Gemini ``embedContent``); raises ``BadRequest`` with the field at fault.
 - ``write_request(req, upstream_model) -> (body dict, dropped field names)``.
 - ``read_response(doc) -> IR answer``; ``write_response(resp, req, model) -> dict``.
+- ``usage_of(doc) -> int | None``: the billed units a provider answer reports (a same-protocol relay
+  reads only this).
 - ``serves(req, upstream_model) -> str | None``: why this lane cannot take this request (``None``:
   it can), e.g. a Titan model takes one input per call.
 - ``egress_verb``: how the proxy lays out the upstream URL (``busbar.proxy.operation``).
@@ -43,8 +45,9 @@ class OpCodec(Protocol):
     def serves(self, req: Any, upstream_model: str) -> str | None:
         """Why a lane of this protocol cannot serve ``req`` (``None``: it can)."""
 
-    def tokens_of(self, doc: dict[str, Any]) -> int | None:
-        """The billed input tokens of a provider answer (``None``: not reported)."""
+    def usage_of(self, doc: dict[str, Any]) -> int | None:
+        """The billed units of a provider answer in the operation's unit (embeddings: input tokens;
+        rerank: search units); ``None``: not reported."""
 
 
 def text_list(value: Any, field: str, *, allow_single: bool = True) -> tuple[list[str], bool]:

@@ -99,7 +99,7 @@ class BedrockEmbed:
             return f"a Titan model embeds one input per call ({len(req.inputs)} given)"
         return None
 
-    def tokens_of(self, doc: dict[str, Any]) -> int | None:
+    def usage_of(self, doc: dict[str, Any]) -> int | None:
         tokens = doc.get("inputTextTokenCount")
         return tokens if isinstance(tokens, int) else None
 

@@ -86,7 +86,7 @@ class CohereEmbed:
     def read_response(self, doc: dict[str, Any]) -> EmbedResponse:
         emb = doc["embeddings"]
         vectors = vectors_of(emb["float"] if isinstance(emb, dict) else emb)
-        return EmbedResponse(vectors, self.tokens_of(doc), doc.get("id"))
+        return EmbedResponse(vectors, self.usage_of(doc), doc.get("id"))
 
     def write_response(self, resp: EmbedResponse, req: EmbedRequest, model: str) -> dict[str, Any]:
         emb: dict[str, Any] = {}
@@ -104,7 +104,7 @@ class CohereEmbed:
     def serves(self, req: EmbedRequest, upstream_model: str) -> str | None:
         return None
 
-    def tokens_of(self, doc: dict[str, Any]) -> int | None:
+    def usage_of(self, doc: dict[str, Any]) -> int | None:
         meta = doc.get("meta")
         units = meta.get("billed_units") if isinstance(meta, dict) else None
         tokens = units.get("input_tokens") if isinstance(units, dict) else None

@@ -105,7 +105,7 @@ class GeminiEmbed:
     def serves(self, req: EmbedRequest, upstream_model: str) -> str | None:
         return None
 
-    def tokens_of(self, doc: dict[str, Any]) -> int | None:
+    def usage_of(self, doc: dict[str, Any]) -> int | None:
         return None
 
 

@@ -81,7 +81,7 @@ class OpenAIEmbed:
     def serves(self, req: EmbedRequest, upstream_model: str) -> str | None:
         return None
 
-    def tokens_of(self, doc: dict[str, Any]) -> int | None:
+    def usage_of(self, doc: dict[str, Any]) -> int | None:
         """``usage.prompt_tokens`` of an answer (a same-protocol relay reads only this)."""
         usage = doc.get("usage")
         tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
