@@ -3,7 +3,7 @@
 Markers (registered in the root ``pyproject.toml``; ``--strict-markers`` refuses any other):
 
 - ``e2e``: the test drives real processes over real sockets (``busbar``, ``busbar-mock-provider``,
-  sidecars). Applied here to every test under ``tests/e2e``, ``tests/cli``, ``tests/mock_provider``,
+  sidecars). Applied here to every test under ``tests/e2e``, ``tests/operations``, ``tests/cli``, ``tests/mock_provider``,
   ``tests/plugins``, ``tests/plugins_firstparty`` and ``tests/fleet``; a unit test that starts a
   process marks itself.
 - ``slow``: a single test that takes more than ~5 s on a quiet 2-core machine (chaos and soak runs,
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-_E2E_DIRS = ("e2e", "cli", "mock_provider", "plugins", "plugins_firstparty", "fleet", "ops")
+_E2E_DIRS = ("e2e", "cli", "mock_provider", "plugins", "plugins_firstparty", "fleet", "ops", "operations")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

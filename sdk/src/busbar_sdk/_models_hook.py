@@ -78,6 +78,7 @@ class RequestProjection(_Open):
 
     Attributes:
         request_id, pool, ingress_protocol: identity of the request and where it came in.
+        operation: the non-chat operation (``embeddings``), absent for chat.
         message_count, has_tools, total_chars, stream: shape signals (``total_chars`` is a size
             signal in characters; token counts do not exist pre-dispatch).
         max_tokens: the client's cap, absent when it set none.
@@ -88,6 +89,7 @@ class RequestProjection(_Open):
     request_id: str = ""
     pool: str = ""
     ingress_protocol: str = ""
+    operation: str | None = None
     message_count: int = 0
     has_tools: bool = False
     total_chars: int = 0

@@ -41,7 +41,8 @@ def test_defaults_are_the_documented_ones() -> None:
                                                     "tags": []}
     assert ModelConfig(provider="p").model_dump() == {
         "provider": "p", "max_concurrent": None, "max_requests": -1, "default_max_tokens": None,
-        "upstream_model": None, "attempt_timeout_ms": None, "reasoning": False, "prompt_caching": False}
+        "upstream_model": None, "attempt_timeout_ms": None, "reasoning": False, "prompt_caching": False,
+        "operations": None}
     assert HealthConfig().model_dump() == {"mode": "none", "interval_secs": 30, "timeout_secs": 5}
     assert PoolConfig(members=[]).on_exhausted == "reject"
     auth = AuthConfig()

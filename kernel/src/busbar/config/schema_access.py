@@ -178,3 +178,11 @@ class RateCardEntry(Strict):
     """Cache-read tokens."""
     cache_write_utok: float = 0.0
     """Cache-write tokens."""
+    per_image_utok: float = 0.0
+    """Per generated image (images operation; docs/beyond-chat.md#usage)."""
+    per_audio_second_utok: float = 0.0
+    """Per second of transcribed/translated audio (audio operation)."""
+    per_character_utok: float = 0.0
+    """Per input character of speech synthesis (audio operation)."""
+    per_search_unit_utok: float = 0.0
+    """Per rerank search unit (rerank operation). Embeddings are priced by ``input_utok``."""

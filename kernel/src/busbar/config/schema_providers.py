@@ -115,3 +115,7 @@ class ModelConfig(Strict):
     """This model accepts reasoning/thinking parameters (gates the cross-protocol reasoning carry)."""
     prompt_caching: bool = False
     """This model accepts model-gated prompt-cache markers (Bedrock cachePoint)."""
+    operations: list[str] | None = None
+    """The operations this model serves (chat, embeddings, rerank, moderation, images, audio).
+    Unset = its protocol's default (docs/beyond-chat.md#declaring-what-a-model-serves); a pool
+    member that cannot serve a request's operation is skipped for it."""

@@ -118,7 +118,8 @@ def _rate_card(ctx: Any) -> None:
     if cfg.rate_card is None:
         return
     for model, entry in cfg.rate_card.items():
-        for tier in ("input_utok", "output_utok", "cache_read_utok", "cache_write_utok"):
+        for tier in ("input_utok", "output_utok", "cache_read_utok", "cache_write_utok", "per_image_utok",
+                     "per_audio_second_utok", "per_character_utok", "per_search_unit_utok"):
             value = getattr(entry, tier)
             if not math.isfinite(value) or value < 0:
                 ctx.err(f"rate_card.{model}.{tier}", f"{value} is not allowed; a rate is a finite number ≥ 0")

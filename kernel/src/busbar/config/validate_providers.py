@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from busbar.config.operations import operations_faults
 from busbar.config.schema_base import AUTH_STYLES, DISPOSITION_CLASSES, PROTOCOLS
 
 
@@ -119,6 +120,9 @@ def _check_model(ctx: Any, name: str) -> None:
         ctx.err(f"{where}.attempt_timeout_ms", "must be ≥ 1 (omit it for no per-attempt cap)")
     if m.upstream_model is not None and not m.upstream_model.strip():
         ctx.err(f"{where}.upstream_model", f"must be non-empty when set (omit it to send '{name}')")
+    if m.operations is not None:
+        for fault in operations_faults(ctx.protocol_of_model(name), m.operations):
+            ctx.err(f"{where}.operations", fault)
 
 
 def check(ctx: Any) -> None:

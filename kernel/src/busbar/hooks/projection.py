@@ -7,9 +7,10 @@ Shapes (docs/hooks.md#what-a-hook-receives); optional fields are
 **absent, never null**:
 
 - ``request``: ``request_id``, ``pool``, ``ingress_protocol`` (anthropic | openai | gemini |
-  bedrock | cohere | responses), ``message_count``, ``has_tools``, ``total_chars`` (characters of
-  every text, thinking and tool-result text block across system + messages; a size signal, not a
-  token count), ``max_tokens``? (absent when the caller set no output cap), ``stream``.
+  bedrock | cohere | responses), ``operation``? (a non-chat operation such as ``embeddings``, whose
+  inputs count as one user message each; absent for chat), ``message_count``, ``has_tools``,
+  ``total_chars`` (characters of every text, thinking and tool-result text block across system +
+  messages; a size signal, not a token count), ``max_tokens``? (absent when the caller set no output cap), ``stream``.
   Under ``prompt: ro|rw``: ``system``? (flattened system text, absent when the request has none)
   and ``messages`` (``[{"role", "text"}]``, text flattened: text, thinking and tool-result text
   included, a tool call as its compact JSON input, images and files skipped, redacted reasoning as
@@ -116,11 +117,15 @@ def ir_sizes(ir: IrRequest) -> Sizes:
     return len(ir.messages), bool(ir.tools), total, ir.max_tokens
 
 
-def shape_view(sizes: Sizes, *, request_id: str, pool: str, ingress: str, stream: bool) -> dict[str, Any]:
-    """The shape-only ``request`` object (no prompt text, no identity) from its :data:`Sizes`."""
+def shape_view(sizes: Sizes, *, request_id: str, pool: str, ingress: str, stream: bool,
+               operation: str | None = None) -> dict[str, Any]:
+    """The shape-only ``request`` object (no prompt text, no identity) from its :data:`Sizes`;
+    ``operation``: a non-chat operation's name (absent for chat)."""
     count, has_tools, total, max_tokens = sizes
-    view: dict[str, Any] = {"request_id": request_id, "pool": pool, "ingress_protocol": ingress,
-                            "message_count": count, "has_tools": has_tools, "total_chars": total}
+    view: dict[str, Any] = {"request_id": request_id, "pool": pool, "ingress_protocol": ingress}
+    if operation is not None:
+        view["operation"] = operation
+    view.update(message_count=count, has_tools=has_tools, total_chars=total)
     if max_tokens is not None:
         view["max_tokens"] = max_tokens
     view["stream"] = stream

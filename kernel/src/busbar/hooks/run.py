@@ -70,11 +70,11 @@ class HookRun:
         view = self._shape.get(pool)
         if view is None:
             call = self.call
-            sizes = None if call.rewritten else body_sizes(call.ingress, call.body)
+            sizes = None if call.rewritten or call.op is not None else body_sizes(call.ingress, call.body)
             if sizes is None:
                 sizes = ir_sizes(call.ir)
             view = shape_view(sizes, request_id=self.request_id, pool=pool, ingress=call.ingress.name,
-                              stream=call.stream)
+                              stream=call.stream, operation=call.op.name if call.op is not None else None)
             self._shape[pool] = view
         return view
 

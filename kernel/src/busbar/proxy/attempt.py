@@ -101,7 +101,10 @@ async def attempt(gw: Gateway, call: Call, member_or_lane: Member | Lane,
             None, f"translation: strict refuses a lossy hop to {provider.protocol} "
                   f"(lane '{lane.name}'): it would drop {', '.join(dropped)}"), None, reason="client_error")
     try:
-        url, headers, content = await prepare(gw, provider, lane.upstream_model, call.stream, content)
+        if call.op is None:
+            url, headers, content = await prepare(gw, provider, lane.upstream_model, call.stream, content)
+        else:
+            url, headers, content = await call.op.prepare(gw, provider, lane.upstream_model, content)
     except (CredentialError, ValueError) as e:   # ValueError: a malformed credential (e.g. SigV4 pair)
         log.warning("provider %s: %s", provider.name, e)
         return AttemptFailure("auth", 0, UpstreamErrorInfo(None, "upstream credential unavailable"), None,
@@ -162,7 +165,8 @@ async def _answer(resp: UpstreamResponse, call: Call, provider: Provider, limits
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
     finally:
         await resp.aclose()
-    doc, reason = json_verdict(provider.protocol, status, resp.headers, body)
+    protocol = provider.protocol if call.op is None else call.op.verdict_key(provider.protocol)
+    doc, reason = json_verdict(protocol, status, resp.headers, body)
     if reason is not None:
         return _upstream_fault(reason, status)
     return AttemptSuccess(resp, body=body, doc=doc, dropped=dropped)

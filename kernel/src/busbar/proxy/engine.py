@@ -112,6 +112,8 @@ async def _walk(gw: Gateway, call: Call, pool: Pool, deadline: float, visited: s
     excluded: set[int] = set(pool.excluded_idx)
     if plan is not None:
         excluded |= plan.excluded
+    if call.op is not None:             # members that cannot serve the operation: skipped, no penalty
+        excluded |= call.op.unable(pool)
     max_attempts = 1 + max(0, pool.cfg.failover.max_hops)
     attempts = 0
     last: tuple[AttemptFailure, Member] | None = None
@@ -229,6 +231,8 @@ async def _on_exhausted(gw: Gateway, call: Call, pool: Pool, deadline: float, vi
         return await _walk_pool(gw, call, gw.pools[pool.fallback], deadline, visited)
     if mode == "least_bad":
         floor = pool.excluded_idx if plan is None else pool.excluded_idx | plan.excluded
+        if call.op is not None:
+            floor = floor | call.op.unable(pool)
         member = least_bad(pool, now, floor)
         if member is not None and member.lane.acquire():
             log.warning("pool %s exhausted: degraded dispatch to %s (least_bad)", pool.name, member.lane.name)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from busbar.ir.model import IrRequest, MessageDelta, MessageStart, StreamError, StreamEvent, Usage
+from busbar.ir.ops import OpUsage
 from busbar.proto.base import ErrorKind
 from busbar.proxy import shutdown
 from busbar.proxy.upstream import UpstreamError, UpstreamResponse
@@ -50,6 +51,7 @@ class Reply:
     # a same-protocol passthrough body's parse: its usage is read from it only when asked
     # (``busbar.proxy.record.RequestRecord.usage``)
     usage_doc: tuple[Dialect, dict[str, Any]] | None = None
+    op_usage: OpUsage | None = None     # a non-chat operation's normalised usage (busbar.proxy.operation)
 
 
 def error_reply(ingress: Dialect, status: int, kind: str, message: str,
@@ -74,6 +76,8 @@ def relay_failure(call: Call, failure: AttemptFailure, same_protocol: bool) -> R
 def whole_reply(call: Call, lane: Lane, success: AttemptSuccess) -> Reply:
     """A non-stream 2xx: passthrough bytes, or translate through the IR."""
     assert success.body is not None     # a non-stream success holds the whole body (attempt.attempt)
+    if call.op is not None:             # embeddings & co. (busbar.proxy.operation)
+        return call.op.reply(call, lane, success)
     egress = lane.provider.dialect
     if egress is call.ingress and not call.reencode:
         ctype = success.response.headers.get("content-type", "application/json")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from busbar.config.operations import lane_operations
 from busbar.config.schema import FallbackPool, MemberConfig, ModelConfig, PoolConfig
 from busbar.proxy.breaker import BreakerCell
 
@@ -48,7 +49,7 @@ class Lane:
     __slots__ = ("name", "provider", "upstream_model", "max_concurrent", "inflight", "budget",
                  "default_max_tokens", "attempt_timeout_ms", "reasoning", "prompt_caching",
                  "hard_down_until", "latency_ms", "ok", "err", "client_fault", "default_cell",
-                 "metric_label")
+                 "metric_label", "operations")
 
     def __init__(self, name: str, provider: Provider, cfg: ModelConfig, default_cell: BreakerCell):
         self.name = name
@@ -66,6 +67,7 @@ class Lane:
         self.ok = self.err = self.client_fault = 0
         self.default_cell = default_cell          # the cell for direct / ad-hoc routes
         self.metric_label = name                  # metrics' lane/model label ("<provider>/*" ad-hoc)
+        self.operations = lane_operations(provider.protocol, cfg.operations)   # busbar.proxy.operation
 
     def has_permit(self) -> bool:
         return self.max_concurrent is None or self.inflight < self.max_concurrent

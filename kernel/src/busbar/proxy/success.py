@@ -35,6 +35,14 @@ ENVELOPE_KEYS: dict[str, tuple[tuple[str, type], ...]] = {
     "gemini": (("candidates", list), ("promptFeedback", dict), ("totalTokens", int)),
     "bedrock": (("output", dict),),
     "cohere": (("message", dict),),
+    # non-chat operations ("<protocol>:<operation>", busbar.proxy.operation)
+    "openai:embeddings": (("data", list),),
+    "cohere:embeddings": (("embeddings", dict), ("embeddings", list)),
+    "gemini:embeddings": (("embeddings", list), ("embedding", dict)),
+    "bedrock:embeddings": (("embedding", list), ("embeddings", list), ("embeddings", dict)),
+    "cohere:rerank": (("results", list),),
+    "bedrock:rerank": (("results", list),),
+    "openai:moderation": (("results", list),),
 }
 
 _NOT_A_STREAM = ("application/json", "text/html", "text/plain")

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from busbar.config.schema_ops import ReasoningBudgets
     from busbar.hooks.run import HookRun
     from busbar.proto.base import Dialect
+    from busbar.proxy.operation import Operation
     from busbar.proxy.record import RequestRecord
     from busbar.proxy.runtime import Lane
 
@@ -46,7 +47,7 @@ class Call:
     needs its stream re-framed even on a same-protocol hop (Gemini JSON-array framing)."""
 
     __slots__ = ("ingress", "body", "raw", "stream", "headers", "called", "_ir", "client_model",
-                 "shims", "reencode", "hooks", "rewritten", "strict", "record")
+                 "shims", "reencode", "hooks", "rewritten", "strict", "record", "op")
 
     def __init__(self, ingress: Dialect, body: dict[str, Any], raw: bytes, stream: bool, headers: Mapping[str, str],
                  called: str, shims: dict[str, bool] | None = None):
@@ -64,10 +65,13 @@ class Call:
         self.rewritten = False       # a hook replaced the body: every hop re-serializes the IR
         self.strict = False          # the pool refuses lossy translation (translation: strict)
         self.record: RequestRecord | None = None   # the data plane's bookkeeping (busbar.proxy.record)
+        self.op: Operation | None = None    # a non-chat operation (busbar.proxy.operation); None = chat
 
     @property
     def ir(self) -> IrRequest:
         """The client's request as IR (raises ``BadRequest`` for a malformed body)."""
+        if self._ir is None and self.op is not None:    # hooks see a non-chat request's inputs
+            self._ir = self.op.ir_view()
         if self._ir is None:
             ir = self.ingress.read_request(self.body)
             ir.stream = self.stream
@@ -93,6 +97,8 @@ class Call:
 
 def build_body(call: Call, lane: Lane, member_reasoning: bool, limits: LimitsConfig) -> tuple[bytes, list[str]]:
     """The upstream body for ``lane`` and the request fields dropped on the way."""
+    if call.op is not None:         # embeddings & co. have their own codecs (busbar.proxy.operation)
+        return call.op.body(call, lane)
     egress = lane.provider.dialect
     if egress is call.ingress:
         if call.rewritten:          # same dialect, rewritten body: the client's fields, new messages

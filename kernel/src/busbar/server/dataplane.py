@@ -34,17 +34,17 @@ from busbar.proto.registry import get_dialect
 from busbar.proxy import shutdown
 from busbar.proxy.engine import forward
 from busbar.proxy.record import RequestRecord
-from busbar.proxy.relay import error_reply
+from busbar.proxy.relay import Reply, error_reply
 from busbar.proxy.runtime import Lane, Pool
 from busbar.proxy.translate import Call
 from busbar.server.asgi_io import read_body, run_cancellable, send_reply
 from busbar.server.jsondepth import MAX_JSON_DEPTH, deep_field, too_deep
+from busbar.server.ops_dispatch import not_served, operation_of, serve_operation
 from busbar.server.routes import Route, match
 
 if TYPE_CHECKING:
     from busbar.proto.base import Dialect
     from busbar.proxy.gateway import Gateway
-    from busbar.proxy.relay import Reply
     from busbar.server.app import AppState
 
 log = logging.getLogger("busbar.access")
@@ -131,6 +131,8 @@ class DataPlane:
 
     async def _serve(self, gw: Gateway, scope: Scope, dialect: Dialect, raw: bytes, route: Route,
                      receive: Receive, record: RequestRecord) -> tuple[Reply | None, str | None]:
+        if route.op and (refused := not_served(route, dialect)) is not None:
+            return refused, None     # an operation this build does not serve (busbar.server.ops_dispatch)
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
@@ -141,6 +143,9 @@ class DataPlane:
             return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, "request body must be a JSON object"), None
         if too_deep(body, raw):
             return _too_deep(dialect, deep_field(body)), None
+        op = operation_of(route, dialect, body) if route.op else None   # embeddings & co.
+        if isinstance(op, Reply):
+            return op, None
         try:                         # one spelling on every hop (Gemini snake_case, countTokens form)
             normal = dialect.normalize_request(body, route.method)
         except ProtoError as e:
@@ -187,6 +192,9 @@ class DataPlane:
         if isinstance(target, Pool):
             record.pool = target.name
         record.identity = identity
+        if op is not None:           # a non-chat operation (busbar.server.ops_dispatch)
+            call.op = op
+            return await serve_operation(gw, call, target, receive), name
         try:
             if _needs_ir_check(call, target):
                 call.ir  # noqa: B018 - evaluating the property validates the body's shape before any upstream work

@@ -18,6 +18,16 @@ body's ``stream``; path-model protocols name it in the URL and stream by the ver
 | ``/model/{id}/converse`` / ``converse-stream`` | bedrock | path | verb |
 | ``/model/{id}/invoke`` / ``invoke-with-response-stream`` | bedrock-invoke | path | verb |
 
+Non-chat operations (``Route.op``; served by ``busbar.server.ops_dispatch``, docs/beyond-chat.md):
+
+| route | dialect | op |
+|---|---|---|
+| ``/v1/embeddings`` | openai | embeddings |
+| ``/v2/embed`` | cohere | embeddings |
+| ``/v1beta/models/{m}:embedContent`` / ``:batchEmbedContents`` | gemini | embeddings (``method`` = the verb) |
+| ``/model/{id}/invoke`` | bedrock-invoke | ``invoke``: by the body (``inputText``/``texts`` embeddings, else chat) |
+| ``/v2/rerank``, ``/v1/moderations``, ``/v1/images/*``, ``/v1/audio/*``, ``:predict`` | native | not served (404) |
+
 ``path`` is the ASGI ``scope["path"]``, already percent-decoded once by the server: a name is
 never decoded a second time (``%2541`` names ``%41``, not ``A``). A name taken from the path is then
 checked by ``busbar.modelname.name_fault`` (docs/routing.md#client-chosen-model-names).
@@ -36,10 +46,18 @@ class Route(NamedTuple):
     stream: bool | None         # None: from the body's stream flag
     shims: dict[str, bool] | None   # kernel-only request markers (stripped before egress)
     method: str = ""            # a path-model verb the dialect normalizes for (gemini "countTokens")
+    op: str = ""                # a non-chat operation ("" = chat; "invoke" = by the Bedrock body)
 
 
 _BODY_MODEL = {"/v1/chat/completions": "openai", "/v1/responses": "responses", "/v2/chat": "cohere",
                "/v1/chat": "cohere", "/v1/messages": "anthropic"}
+_BODY_OPS = {"/v1/embeddings": ("openai", "embeddings"), "/v2/embed": ("cohere", "embeddings"),
+             "/v2/rerank": ("cohere", "rerank"), "/v1/moderations": ("openai", "moderation"),
+             "/v1/images/generations": ("openai", "images"), "/v1/images/edits": ("openai", "images.edits"),
+             "/v1/images/variations": ("openai", "images.variations"),
+             "/v1/audio/transcriptions": ("openai", "audio"), "/v1/audio/translations": ("openai", "audio"),
+             "/v1/audio/speech": ("openai", "audio")}
+_GEMINI_OPS = {"embedContent": "embeddings", "batchEmbedContents": "embeddings", "predict": "images"}
 _BEDROCK_VERBS = {"converse": ("bedrock", False), "converse-stream": ("bedrock", True),
                   "invoke": ("bedrock-invoke", False), "invoke-with-response-stream": ("bedrock-invoke", True)}
 
@@ -51,6 +69,9 @@ def match(method: str, path: str, query: bytes = b"") -> Route | None:
     dialect = _BODY_MODEL.get(path)
     if dialect is not None:
         return Route(dialect, None, None, None, None)
+    op = _BODY_OPS.get(path)
+    if op is not None:
+        return Route(op[0], None, None, False, None, op=op[1])
     if path.startswith(("/v1beta/models/", "/v1/models/")):
         model, _, verb = path.split("/models/", 1)[1].rpartition(":")
         if not model:
@@ -63,12 +84,14 @@ def match(method: str, path: str, query: bytes = b"") -> Route | None:
             return Route("gemini", model, None, True, shims)
         if verb == "countTokens":
             return Route("gemini", model, None, False, None, "countTokens")
+        if verb in _GEMINI_OPS:
+            return Route("gemini", model, None, False, None, verb, _GEMINI_OPS[verb])
         return None
     if path.startswith("/model/"):
         model, _, verb = path[len("/model/"):].rpartition("/")
         hit = _BEDROCK_VERBS.get(verb)
         if hit and model:
-            return Route(hit[0], model, None, hit[1], None)
+            return Route(hit[0], model, None, hit[1], None, op="invoke" if verb == "invoke" else "")
         return None
     if path.endswith("/v1/messages"):
         parts = path[1:-len("/v1/messages")].split("/", 1)

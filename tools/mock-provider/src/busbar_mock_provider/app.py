@@ -25,6 +25,7 @@ from .base import Dialect, ErrorReply, next_seq
 from .bedrock import BedrockConverse
 from .cohere import CohereChat
 from .control import handle_control, send_json
+from .embeddings import BedrockInvokeEmbed, CohereEmbed, GeminiEmbed, OpenAIEmbed
 from .faults import Script
 from .fixtures import FixtureStore, default_fixtures_dir
 from .gemini import GeminiGenerate
@@ -32,6 +33,7 @@ from .journal import Journal
 from .openai_chat import OpenAIChat
 from .openai_chat import error_body as openai_error_body
 from .reply import plan_reply
+from .rerank import CohereRerank, OpenAIModeration
 from .responses import OpenAIResponses
 from .routing import Route, route
 from .scripted import scripted_outcome
@@ -89,6 +91,13 @@ class MockProvider:
             "/converse-stream": BedrockConverse(self.fixtures),
             "/v1/responses": OpenAIResponses(self.fixtures),
             "/v2/chat": CohereChat(self.fixtures),
+            "/v1/embeddings": OpenAIEmbed(self.fixtures),
+            "/v2/embed": CohereEmbed(self.fixtures),
+            ":embedContent": GeminiEmbed(self.fixtures, batch=False),
+            ":batchEmbedContents": GeminiEmbed(self.fixtures, batch=True),
+            "/invoke": BedrockInvokeEmbed(self.fixtures),
+            "/v2/rerank": CohereRerank(self.fixtures),
+            "/v1/moderations": OpenAIModeration(self.fixtures),
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -1,0 +1,153 @@
+"""A non-chat operation on the failover walk: which lanes can serve it, their bodies, URLs and answers.
+
+``Operation`` rides on ``Call.op`` (``None`` for chat) and is consulted by the walk at four seams:
+
+- ``able(lane) -> str | None`` / ``unable(pool) -> set[int]``: a lane serves the operation when
+  its model declares it (``models.*.operations``, default: its protocol's, see
+  ``busbar.config.operations``), its protocol has a codec for it (``busbar.proto.ops``) and that codec takes this
+  request (a Titan model embeds one input per call). The walk excludes the others up front: never
+  tried, never penalized.
+- ``body(call, lane) -> (bytes, dropped)``: same protocol with a pass-through codec: the client's
+  bytes (``model`` rewritten when the lane's wire model differs); otherwise the IR written by the
+  lane's codec, the fields neither side could carry named (``x-busbar-translation-dropped``).
+- ``prepare(gw, provider, upstream_model, body) -> (url, headers, body)``: the operation's
+  endpoint on that protocol (``EGRESS_PATHS``; Gemini ``:batchEmbedContents``, Bedrock
+  ``/model/{id}/invoke``), with the provider's credential as for chat.
+- ``reply(call, lane, success) -> Reply``: a same-protocol pass-through relays the bytes; otherwise
+  the lane's answer is read into the IR and written in the client's shape. Either way
+  ``Reply.usage.input_tokens`` and ``Reply.op_usage`` carry the normalised usage.
+
+Source: docs/beyond-chat.md#how-a-pool-serves-an-operation.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from busbar.ir.model import IrMessage, IrRequest, TextBlock
+from busbar.ir.ops import EmbedRequest, EmbedResponse, OpUsage, RerankRequest, RerankResponse
+from busbar.proto.ops import codec
+from busbar.proto.ops.rerank import search_units
+from busbar.proxy.relay import Reply
+
+if TYPE_CHECKING:
+    from busbar.proto.ops.base import OpCodec
+    from busbar.proxy.attempt import AttemptSuccess
+    from busbar.proxy.gateway import Gateway
+    from busbar.proxy.runtime import Lane, Pool, Provider
+    from busbar.proxy.translate import Call
+
+EGRESS_PATHS = {("embeddings", "openai"): "/v1/embeddings", ("embeddings", "cohere"): "/v2/embed",
+                ("rerank", "cohere"): "/v2/rerank", ("moderation", "openai"): "/v1/moderations"}
+"""Upstream paths of the body-model protocols, appended to the provider's ``base_url``."""
+
+
+class Operation:
+    """One non-chat request's operation: its name, the client's codec and the parsed IR."""
+
+    __slots__ = ("name", "ingress", "req", "verb")
+
+    def __init__(self, name: str, ingress: OpCodec, req: Any, verb: str = ""):
+        self.name = name            # "embeddings"
+        self.ingress = ingress      # the codec of the client's protocol
+        self.req = req              # the operation's IR (busbar.ir.ops)
+        self.verb = verb            # the ingress path verb (Gemini embedContent | batchEmbedContents)
+
+    def able(self, lane: Lane) -> str | None:
+        """Why ``lane`` cannot serve this request, or ``None`` when it can."""
+        protocol = lane.provider.protocol
+        if self.name not in lane.operations:
+            return f"model '{lane.name}' does not declare {self.name} (models.{lane.name}.operations)"
+        egress = codec(self.name, protocol)
+        if egress is None:
+            return f"protocol {protocol} has no {self.name} endpoint"
+        if getattr(self.req, "tokens", False) and egress is not self.ingress:
+            return "token-array input can only go to a lane of the same protocol"
+        return egress.serves(self.req, lane.upstream_model)
+
+    def unable(self, pool: Pool) -> set[int]:
+        """Indices of the members of ``pool`` that cannot serve this request."""
+        return {m.index for m in pool.members if self.able(m.lane) is not None}
+
+    def ir_view(self) -> IrRequest:
+        """The request as a chat IR for hooks (each input one user message; sizes and prompt views)."""
+        req = self.req
+        if isinstance(req, RerankRequest):
+            texts = [req.query, *req.documents]
+        elif isinstance(req, EmbedRequest):
+            texts = list(req.inputs)
+        else:                        # moderation: the OpenAI body (input: a string or a list)
+            value = req.get("input")
+            texts = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)]
+        return IrRequest(messages=[IrMessage("user", [TextBlock(t)]) for t in texts])
+
+    def _same(self, lane: Lane) -> bool:
+        return lane.provider.protocol == self.ingress.protocol and self.ingress.passthrough
+
+    def body(self, call: Call, lane: Lane) -> tuple[bytes, list[str]]:
+        """The upstream body for ``lane`` and the client fields dropped on the way."""
+        if self._same(lane):
+            if call.client_model == lane.upstream_model:
+                return call.raw, []
+            return orjson.dumps({**call.body, "model": lane.upstream_model}), []
+        egress = codec(self.name, lane.provider.protocol)
+        assert egress is not None            # unable() kept this lane off the walk
+        doc, dropped = egress.write_request(self.req, lane.upstream_model)
+        return orjson.dumps(doc), [*self.req.dropped, *dropped]
+
+    async def prepare(self, gw: Gateway, provider: Provider, upstream_model: str,
+                      body: bytes) -> tuple[str, dict[str, str], bytes]:
+        """``(url, headers, body)`` of one attempt. Raises ``CredentialError`` like chat's ``prepare``."""
+        from busbar.proto.bedrock.dialect import model_path, signed_egress
+        from busbar.proto.gemini.dialect import egress_request as gemini_egress
+        from busbar.proto.responses.dialect import egress_headers
+
+        auth = await gw.credentials.headers(provider) if provider.auth is not None else None
+        protocol = provider.protocol
+        if protocol == "gemini":
+            url, headers, body = gemini_egress(provider, upstream_model, False, body, auth)
+            return url.rsplit(":", 1)[0] + ":batchEmbedContents", headers, body
+        if protocol == "bedrock":
+            return signed_egress(provider, provider.base_url + model_path(upstream_model, "invoke"), False, body,
+                                 auth)
+        return provider.base_url + EGRESS_PATHS[(self.name, protocol)], egress_headers(provider, auth), body
+
+    def verdict_key(self, protocol: str) -> str:
+        """The ``busbar.proxy.success.ENVELOPE_KEYS`` entry of this operation's answers on ``protocol``."""
+        return f"{protocol}:{self.name}"
+
+    def reply(self, call: Call, lane: Lane, success: AttemptSuccess) -> Reply:
+        """The client's answer to a committed 2xx (see the module docstring). Raises
+        ``KeyError``/``TypeError``/``ValueError`` for a malformed upstream answer (the walk fails over)."""
+        assert success.body is not None
+        doc = success.doc if success.doc is not None else orjson.loads(success.body)
+        egress = codec(self.name, lane.provider.protocol)
+        assert egress is not None
+        if self._same(lane):
+            units = egress.usage_of(doc)
+            reply = Reply(200, {"content-type": "application/json"}, success.body)
+        else:
+            resp = egress.read_response(doc)
+            units = _check(resp, self.req)
+            out = self.ingress.write_response(resp, self.req, call.called)
+            reply = Reply(200, {"content-type": "application/json"}, orjson.dumps(out))
+        reply.op_usage = usage = OpUsage(self.name)
+        if isinstance(self.req, EmbedRequest):
+            reply.usage.input_tokens = usage.input_tokens = units or 0
+        elif isinstance(self.req, RerankRequest):
+            usage.search_units = units if units is not None else search_units(len(self.req.documents))
+        return reply
+
+
+def _check(resp: Any, req: Any) -> int | None:
+    """A translated answer's billed units, after checking it answers ``req`` (raises ``ValueError``)."""
+    if isinstance(resp, EmbedResponse):
+        if len(resp.vectors) != len(req.inputs):
+            raise ValueError(f"{len(resp.vectors)} embeddings for {len(req.inputs)} inputs")
+        return resp.input_tokens
+    if isinstance(resp, RerankResponse):
+        if any(not 0 <= i < len(req.documents) for i, _ in resp.results):
+            raise ValueError("a rerank result names a document that was not sent")
+        return resp.search_units
+    return None

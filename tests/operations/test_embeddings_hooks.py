@@ -1,0 +1,51 @@
+"""Hooks see a non-chat request: an out-of-process gate (``busbar-webrequest-hook`` relaying to an
+in-process sidecar) receives ``request.operation: "embeddings"`` with each input counted as a user
+message, its order is walked, and a member that cannot embed is skipped even when ranked first."""
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+from busbar_mock_provider.embeddings import vector
+from busbar_sdk import HookPlugin, Order
+from busbar_sdk.sidecar import start
+
+from tests.e2e.test_hooks_e2e import HEAD
+from tests.e2e.test_hooks_sidecar import webrequest  # noqa: F401 - the signed forwarder plugin fixture
+
+SEEN: list[Any] = []
+
+
+class Reverse(HookPlugin):
+    """Ranks the candidates in reverse config order and keeps every message it gets."""
+
+    def decide(self, message):
+        SEEN.append(message)
+        return Order(order=[c.idx for c in reversed(message.candidates)])
+
+
+@pytest.fixture(scope="module")
+def gw(gateway_factory, mock, webrequest):  # noqa: F811
+    _, trust = webrequest
+    sidecar = start(Reverse, host="127.0.0.1", port=0)
+    cfg = (HEAD + trust + "pools:\n  ranked:\n    hooks: [ { module: busbar-webrequest-hook, timeout_ms: 2000, "
+           f"on_error: reject, prompt: ro, settings: {{ url: \"{sidecar.url}/rank\", timeout_ms: 2000 }} }} ]\n"
+           "    members: [ { model: oa-a }, { model: oa-b }, { model: an-a } ]\n")
+    yield gateway_factory(cfg, mock.url, env={"BUSBAR_STATE_FILE": ""})
+    sidecar.close()
+
+
+def test_a_gate_sees_the_operation_and_its_order_is_walked(gw, mock):
+    SEEN.clear()
+    with openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as oa:
+        raw = oa.embeddings.with_raw_response.create(model="ranked", input=["alpha", "beta gamma"])
+    assert raw.headers["x-busbar-route-target"] == "oa-b"       # an-a (ranked first) cannot embed
+    assert [d.embedding for d in raw.parse().data] == [vector("alpha"), vector("beta gamma")]
+    (message,) = SEEN
+    req = message.request
+    assert req.operation == "embeddings"
+    assert req.ingress_protocol == "openai"
+    assert (req.message_count, req.has_tools, req.total_chars, req.stream) == (2, False, 15, False)
+    assert [(m.role, m.text) for m in req.messages] == [("user", "alpha"), ("user", "beta gamma")]
+    assert [r["path"] for r in mock.requests()] == ["/v1/embeddings"]
