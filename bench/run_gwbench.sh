@@ -3,7 +3,7 @@
 #
 #   bench/run_gwbench.sh                 full matrix, workers=1 (~30 min on 2 cores)
 #   bench/run_gwbench.sh --quick         the same cells, 3 s x 1 rep (~8 min): a smoke run, noisy figures
-#   bench/run_gwbench.sh --workers 2     both gateways with 2 worker processes (busbar: pre-fork launcher)
+#   bench/run_gwbench.sh --workers 2     both gateways with 2 worker processes (busbar --workers 2, SQLite store)
 #   bench/run_gwbench.sh --workers "1 2" both worker counts, one after the other
 #   bench/run_gwbench.sh --only busbar   skip LiteLLM (its numbers then come from no run at all)
 #   bench/run_gwbench.sh --report DIR    re-print the tables of an earlier run (bench/results/<stamp>)
@@ -151,47 +151,8 @@ else
   common+=(--duration 8 --reps 3 --ttft-n 30 --warmup 2 --import-reps 3)
 fi
 
-# Busbar has no multi-worker mode yet. For N > 1 this pre-fork launcher does what a `busbar --workers N`
-# would: load and validate the config once, fork N children, each builds its own Gateway (own upstream
-# client) and serves the same app on its own SO_REUSEPORT socket, so the kernel spreads connections.
-export BUSBAR_PREFORK_PY='
-import logging, os, signal, socket, sys, time
-from busbar.config.load import load_config, resolve_paths
-cfg, prov = resolve_paths(sys.argv[1], None)
-loaded = load_config(cfg, prov)
-host, _, port = loaded.config.listen.rpartition(":")
-n = max(1, int(os.environ.get("GW_WORKERS", "1")))
-logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-kids = []
-for i in range(n):
-    pid = os.fork()
-    if pid == 0:
-        import uvicorn
-        from busbar.proxy.gateway import Gateway
-        from busbar.server.app import AppState, create_app
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        s.bind((host.strip("[]") or "0.0.0.0", int(port)))
-        gw = Gateway.build(loaded, os.environ)
-        app = create_app(AppState(gateway=gw, started_at=time.time()))
-        conf = uvicorn.Config(app, lifespan="off", access_log=False, log_level="warning",
-                              loop="auto", http="auto", timeout_keep_alive=75)
-        uvicorn.Server(conf).run(sockets=[s])
-        os._exit(0)
-    kids.append(pid)
-def stop(sig, frame):
-    for k in kids:
-        try: os.kill(k, signal.SIGTERM)
-        except ProcessLookupError: pass
-signal.signal(signal.SIGTERM, stop); signal.signal(signal.SIGINT, stop)
-for k in kids:
-    while True:
-        try: os.waitpid(k, 0); break
-        except InterruptedError: continue
-        except ChildProcessError: break
-'
-
+# `busbar --workers N` (N > 1) needs a shared store: bench/gwbench-config-sqlite.yaml. BENCH_BUSBAR_CONFIG
+# overrides the config for every worker count (e.g. the SQLite one for 1 too, to compare like with like).
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
 out="bench/results/$stamp"
 mkdir -p "$out"
@@ -209,11 +170,8 @@ for w in $workers; do
         ${extra[@]+"${extra[@]}"} || rc=$?
   fi
   if [[ -z "$only" || "$only" == busbar ]]; then
-    if [[ $w == 1 ]]; then
-      start='exec .venv/bin/busbar --config bench/gwbench-config.yaml --log-level warn'
-    else
-      start='exec .venv/bin/python -c "$BUSBAR_PREFORK_PY" bench/gwbench-config.yaml'
-    fi
+    cfg="${BENCH_BUSBAR_CONFIG:-$([[ $w == 1 ]] && echo bench/gwbench-config.yaml || echo bench/gwbench-config-sqlite.yaml)}"
+    start="exec .venv/bin/busbar --config $cfg --workers $w --log-level warn"
     echo "=== Busbar, workers=$w -> $out/busbar-w$w"
     "$GWBENCH/compare.sh" --target busbar --workers "$w" "${common[@]}" --out "$out/busbar-w$w" \
         --start "$start" --url "http://127.0.0.1:$GW_PORT_B" --health /healthz \
