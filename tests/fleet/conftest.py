@@ -93,6 +93,10 @@ async def read():
     try:
         if sys.argv[3] == "metering":
             rows = [dataclasses.asdict(r) for r in await store.list_metering(sys.argv[4])]
+        elif sys.argv[3] == "get_meta":
+            rows = {name: await store.get_meta(name) for name in sys.argv[4:]}
+        elif sys.argv[3] == "put_meta":
+            rows = await store.put_meta(sys.argv[4], sys.argv[5])
         else:
             rows = (await store.info())["counts"]
     finally:
@@ -106,7 +110,8 @@ _CLASSES = {"sqlite": ("busbar-store-sqlite", "busbar_store_sqlite:SqliteStore")
 
 
 def read_store(module: str, settings: dict[str, Any], what: str, *args: str) -> Any:
-    """``what`` = ``metering`` (rows of day ``args[0]``, as dicts) or ``counts`` of the store, read with
+    """``what`` = ``metering`` (rows of day ``args[0]``, as dicts), ``get_meta`` (names ``args`` ->
+    values), ``put_meta`` (``args`` = name, value) or ``counts`` of the store, read or written with
     the plugin's own code in a child process (importing a plugin package here would shadow the
     signed tarballs other tests load)."""
     project, cls = _CLASSES[module]

@@ -204,8 +204,8 @@ def serve_one(loaded, host: str, port: int, **listener) -> int:
     except StoreBootError as e:
         for line in e.faults:
             print(line, file=sys.stderr)
-        print("busbar: the store could not be opened; refusing to start", file=sys.stderr)
-        return 1
+        print(f"busbar: {e.summary}; refusing to start", file=sys.stderr)
+        return e.status
     return 0 if started else 1
 
 

@@ -12,6 +12,10 @@ The marks live in one small JSON object, ``{"<name>": "<version>", ...}``, in th
 ``<plugins.dir>.high-water.json`` beside the plugin directory (never inside it: the directory may be
 a read-only mount). It is written atomically (a temporary file in the same directory, fsync, rename).
 Reading never writes; ``busbar --validate`` and ``--list-plugins`` only read it.
+
+With a shared store (anything but ``memory``) the marks are fleet-wide too: :func:`check_fleet_marks`
+runs when the store opens at boot, refuses a plugin below the mark another node recorded in the
+store, and raises the store's marks to the versions loaded (the file is still kept).
 """
 from __future__ import annotations
 
@@ -21,11 +25,15 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from busbar_sdk.artifact import parse_semver
 
-__all__ = ["ALLOW_ENV", "HighWaterError", "allowed_downgrades", "below_mark", "high_water_path", "read_marks",
-           "record_marks"]
+if TYPE_CHECKING:
+    from busbar_sdk.store import Store
+
+__all__ = ["ALLOW_ENV", "STORE_PREFIX", "HighWaterError", "allowed_downgrades", "below_mark", "check_fleet_marks",
+           "high_water_path", "read_marks", "record_marks"]
 
 log = logging.getLogger("busbar.plugins")
 
@@ -121,3 +129,55 @@ def record_marks(path: Path, loaded: Iterable[tuple[str, str, str]],
     except OSError as exc:
         log.error("%s: cannot record the plugin version marks (%s); downgrade protection falls back to "
                   "plugins.min_versions until it can", path, exc.strerror or exc)
+
+
+#: Store meta name prefix of the fleet-wide marks (``plugins.high_water.<manifest name>`` -> version).
+STORE_PREFIX = "plugins.high_water."
+
+
+async def check_fleet_marks(store: Store, loaded: Iterable[tuple[str, str, str, str]],
+                            allowed: frozenset[str] = frozenset()) -> list[str]:
+    """Downgrade protection across a fleet: the marks kept in a shared store, beside the file's.
+
+    Every node of a fleet loads its plugins from its own ``plugins.dir``, so one node's file cannot
+    stop another from loading an older release. With a shared store the marks also live in the
+    store (meta ``plugins.high_water.<name>``): a plugin below the fleet's mark is refused exactly
+    as below the file's, and once every plugin passes the marks rise to the versions loaded.
+
+    Args:
+        store: the opened shared store.
+        loaded: ``(file, name, version, signature verdict)`` of every loaded plugin; only
+            ``first-party`` and ``trusted`` ones are checked and recorded.
+        allowed: names loaded under ``BUSBAR_ALLOW_DOWNGRADE`` (below the mark: logged, and the
+            mark follows the loaded version).
+
+    Returns:
+        one fault line per refused plugin (nothing is written then), or ``[]``.
+
+    Raises:
+        busbar_sdk.store.StoreError: the store failed.
+    """
+    todo: list[tuple[str, str]] = []
+    faults: list[str] = []
+    for file, name, version, verdict in loaded:
+        if verdict not in _RECORDED:
+            continue
+        mark = await store.get_meta(STORE_PREFIX + name)
+        if below_mark(version, mark):
+            if name not in allowed:
+                faults.append(f"{file}: downgrade from {mark} to {version} of {name!r} refused ({mark} is the highest "
+                              f"version this fleet has loaded, recorded in the store); install {mark} or newer, or "
+                              f"allow it for one boot with {ALLOW_ENV}={name}")
+                continue
+            log.warning("%s: downgrade from %s to %s of %r allowed by %s (the fleet's mark in the store)", file,
+                        mark, version, name, ALLOW_ENV)
+            todo.append((name, version))
+        elif mark != version:
+            todo.append((name, version))
+    if faults:
+        return faults
+    for name, version in todo:
+        stored = await store.put_meta(STORE_PREFIX + name, version, only_if_absent=True)
+        if stored != version and (below_mark(stored, version) or name in allowed):
+            await store.put_meta(STORE_PREFIX + name, version)
+    return []

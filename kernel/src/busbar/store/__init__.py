@@ -25,11 +25,15 @@ ALIASES: Mapping[str, str] = {
 
 
 class StoreBootError(Exception):
-    """The configured store cannot be built or opened; ``faults`` are the lines to print."""
+    """The configured store cannot be built or opened; ``faults`` are the lines to print,
+    ``summary`` the CLI's closing line (``busbar: <summary>; refusing to start``) and ``status``
+    its exit status (1: the store is unreachable; 2: a fault the operator fixes in the files)."""
 
-    def __init__(self, faults: list[str]) -> None:
+    def __init__(self, faults: list[str], *, summary: str = "the store could not be opened", status: int = 1) -> None:
         super().__init__("\n".join(faults))
         self.faults = faults
+        self.summary = summary
+        self.status = status
 
 
 def _lines(where: str, exc: BaseException) -> list[str]:

@@ -11,11 +11,12 @@
 - ``gw.keysync``: a :class:`~busbar.store.sync.KeySync`, the in-memory mirror of keys, credentials
   and the denylist the request path reads.
 
-``await start_store(gw)`` opens the store (connect, create or migrate), runs one key sync and starts
-the flusher and key-sync loops; ``await stop_store(gw, tasks)`` stops the sync, flushes what is
-pending (bounded) and closes the store. ``store_running(gw)`` is both as an async context manager
-(tests: ``async with store_running(gw): ...``). Their metrics go on the gateway's registry when a
-``metrics:`` block is configured.
+``await start_store(gw)`` opens the store (connect, create or migrate), checks the plugins against
+the fleet's high-water marks in a shared store (``busbar.loader.highwater.check_fleet_marks``),
+runs one key sync and starts the flusher and key-sync loops; ``await stop_store(gw, tasks)`` stops
+the sync, flushes what is pending (bounded) and closes the store. ``store_running(gw)`` is both as an
+async context manager (tests: ``async with store_running(gw): ...``). Their metrics go on the
+gateway's registry when a ``metrics:`` block is configured.
 
 Raises :class:`~busbar.store.StoreBootError` (one line per fault; an unreachable store is named
 without its password). See docs/stores.md.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -66,11 +68,16 @@ async def start_store(gw: Gateway) -> list[asyncio.Task[None]]:
     """
     await open_store(gw.store)
     try:
+        marks = await _fleet_marks(gw)
         await gw.keysync.sync()
     except StoreError as exc:
         with contextlib.suppress(StoreError):
             await gw.store.close()
         raise StoreBootError([f"store ({gw.store.backend}): {line}" for line in str(exc).splitlines()]) from None
+    if marks:
+        with contextlib.suppress(StoreError):
+            await gw.store.close()
+        raise StoreBootError(marks, summary=f"{len(marks)} plugin(s) below the fleet's high-water mark", status=2)
     return [asyncio.ensure_future(gw.flusher.run()), asyncio.ensure_future(gw.keysync.run())]
 
 
@@ -85,6 +92,16 @@ async def stop_store(gw: Gateway, tasks: list[asyncio.Task[None]], shutdown_time
     await gw.flusher.close(shutdown_timeout_s)
     with contextlib.suppress(StoreError):
         await gw.store.close()
+
+
+async def _fleet_marks(gw: Gateway) -> list[str]:
+    """A shared store's plugin high-water marks (``busbar.loader.highwater.check_fleet_marks``)."""
+    if gw.store.backend == "memory" or gw.plugins is None:
+        return []
+    from busbar.loader.highwater import allowed_downgrades, check_fleet_marks
+
+    loaded = [(p.file, p.name, p.manifest.version, p.verdict) for p in gw.plugins.current]
+    return await check_fleet_marks(gw.store, loaded, allowed_downgrades(os.environ))
 
 
 @contextlib.asynccontextmanager
