@@ -153,7 +153,7 @@ class Bench:
                        f"  d50: {{ protocol: openai, base_url: \"{self.mock}/d50\", api_key: {{ env: BENCH_KEY }} }}\n"
                        f"models:\n  mock: {{ provider: d0 }}\n  mock-d50: {{ provider: d50, upstream_model: mock }}\n"
                        f"limits: {{ pool_max_idle_per_host: 1024 }}\n")
-        proc = Proc([str(BIN / "busbar"), "--config", str(cfg), "--log-level", "error", "--workers", str(workers)],
+        proc = Proc([str(BIN / "busbar"), "--config", str(cfg), "--log-level", "info", "--workers", str(workers)],
                     self.work / f"busbar-{port}.log", env={"BENCH_KEY": "sk-bench"})
         self.procs.append(proc)
         url = f"http://127.0.0.1:{port}"
