@@ -25,7 +25,7 @@ from busbar.config.load import load_config
 from busbar.server.app import AppState, create_app
 from busbar.server.boot import boot
 from busbar.store.attach import start_store
-from busbar_sdk.store import VirtualKey
+from busbar_sdk.store import CredentialMeta, CredentialSecret, VirtualKey
 
 from tests.support.gateway import free_port
 
@@ -85,6 +85,16 @@ class InProcessGateway:
         self.put(key)
         assert self.gw.signing is not None
         return key_id, mint(self.gw.signing, key_id, now + ttl, 0)
+
+    def mint_aws(self, key_id: str) -> tuple[str, str]:
+        """Store a ``sigv4`` credential for ``key_id``; returns ``(access key id, secret access key)``."""
+        self._n += 1
+        akid, secret = f"BBAKTEST{self._n:012d}", f"secret-{self._n:033d}"
+        meta = CredentialMeta(id=f"cred_{self._n}", key_id=key_id, kind="sigv4", slot=0, public_id=akid,
+                              created_at=int(time.time()))
+        self.run(self.verifier.keysync.store.put_credential(CredentialSecret(meta, f"v1:plain:{secret}")))
+        self.run(self.verifier.keysync.sync())
+        return akid, secret
 
     def put(self, key: VirtualKey) -> None:
         """Write ``key`` to the store and sync the mirror."""

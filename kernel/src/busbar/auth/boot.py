@@ -26,6 +26,7 @@ from busbar.auth.keys import MODULE as KEYS
 from busbar.auth.keys import KeysVerifier
 from busbar.auth.plugin import PluginModule
 from busbar.auth.signing import Keyring, SigningKeyError, load_keyring
+from busbar.auth.sigv4 import SigV4Verifier
 from busbar.faults import FaultList
 
 if TYPE_CHECKING:
@@ -134,5 +135,6 @@ async def start_front_door(gw: Gateway, loaded: LoadedConfig, env: Mapping[str, 
             modules.append(KeysVerifier(keyring, keysync))
         else:
             modules.append(_plugin_module(gw, loaded, mod, f"auth.chain[{i}]"))
-    gw.frontdoor = FrontDoor(modules, keyring) if modules else None
+    sigv4 = SigV4Verifier(keysync) if keysync is not None else None
+    gw.frontdoor = FrontDoor(modules, keyring, sigv4) if modules else None
     return tasks
