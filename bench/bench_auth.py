@@ -45,6 +45,7 @@ from busbar.auth.tokens import mint, verify
 from busbar.config.load import load_config_text
 from busbar.proxy.gateway import Gateway
 from busbar.server.app import AppState, create_app
+from busbar.store.attach import start_store
 from busbar_sdk.store import VirtualKey
 
 CONFIG = """
@@ -108,9 +109,11 @@ def _pct(samples: list[int]) -> dict[str, float]:
 async def _measure(tmp: Path, samples: int, rounds: int) -> dict[str, list[int]]:
     env = {"K": "x"}
     gws = {}
+    tasks: list[asyncio.Task[None]] = []
     for name, chain in (("open", "[]"), ("keys", "[keys]")):
         loaded = load_config_text(CONFIG.format(chain=chain), env, config_path=tmp / "config.yaml")
         gw = Gateway.build(loaded, env, transport=httpx.MockTransport(_upstream))
+        tasks += await start_store(gw)
         await start_front_door(gw, loaded, env)
         gws[name] = gw
     keyed = gws["keys"]
@@ -144,6 +147,8 @@ async def _measure(tmp: Path, samples: int, rounds: int) -> dict[str, list[int]]
         t0 = clock()
         verify(keyed.signing, token, now)
         alone.append(clock() - t0)
+    for t in tasks:
+        t.cancel()
     for gw in gws.values():
         await gw.aclose()
     return out

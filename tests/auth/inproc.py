@@ -24,7 +24,7 @@ from busbar.auth.tokens import mint
 from busbar.config.load import load_config
 from busbar.server.app import AppState, create_app
 from busbar.server.boot import boot
-from busbar.store.attach import start_store
+from busbar.store.attach import start_store, stop_store
 from busbar_sdk.store import CredentialMeta, CredentialSecret, VirtualKey
 
 from tests.support.gateway import free_port
@@ -46,7 +46,7 @@ class InProcessGateway:
         ready = threading.Event()
 
         async def main() -> None:
-            self.tasks = await start_store(self.gw)      # open the store; flusher + key-sync loops
+            self.tasks = await start_store(self.gw)
             self.tasks += await start_front_door(self.gw, self.loaded, self.env)
             cfg = uvicorn.Config(create_app(AppState(gateway=self.gw, started_at=time.time())), host="127.0.0.1",
                                  port=self.port, lifespan="off", log_level="warning", access_log=False)
@@ -56,8 +56,7 @@ class InProcessGateway:
                 await asyncio.sleep(0.01)
             ready.set()
             await serving
-            for t in self.tasks:
-                t.cancel()
+            await stop_store(self.gw, self.tasks)
 
         self.thread = threading.Thread(target=self.loop.run_until_complete, args=(main(),), daemon=True)
         self.thread.start()

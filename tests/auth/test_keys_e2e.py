@@ -141,7 +141,7 @@ def test_empty_allowed_pools_is_no_pool(gw):
 
 def test_identity_reaches_the_request(gw):
     key_id, token = gw.mint(group=None, labels={"team": "growth"})
-    ident = gw.verifier.identify(token, int(time.time()))
+    ident = gw.run(gw.verifier.identify(token, int(time.time())))
     assert ident is not None
     assert (ident.principal, ident.module, ident.group, ident.allowed_pools, ident.labels, ident.kind) == \
         (key_id, "keys", None, None, {"team": "growth"}, "key")

@@ -71,7 +71,7 @@ class FrontDoor:
                 if isinstance(verdict, Identity):
                     return verdict
             elif looks_like_token(token):
-                return module.identify(token, int(now))
+                return await module.identify(token, int(now))
         return None
 
     async def admit(self, scope: Scope, headers: Mapping[str, str], wire: bytes, dialect: Dialect,
