@@ -131,3 +131,18 @@ def test_allowed_pools_from_the_mint(gw):
     assert post(gw.url, "openai", {"x-api-key": tok}).status_code == 200
     r = post(gw.url, "gemini", {"x-goog-api-key": tok})
     assert (r.status_code, r.json()) == forbidden("gemini", "to-gemini")
+
+
+def test_a_revoked_key_used_again_is_audited_once(gw):
+    key = gw.mint()
+    assert gw.admin.post(f"/keys/{key['id']}/revoke").status_code == 200
+    wait_until(lambda: post(gw.url, "openai", {"x-api-key": key["token"]}).status_code == 401, timeout=1.0)
+    for _ in range(3):
+        assert_refused(post(gw.url, "openai", {"x-api-key": key["token"]}), "openai")
+
+    def refused_records() -> list[dict]:
+        items = gw.admin.get("/audit", params={"action": "key.refused", "resource": f"key/{key['id']}"}).json()
+        return items["items"]
+    records = wait_until(refused_records, timeout=2.0)
+    assert [(r["action"], r["resource"], r["outcome"], r["principal"]) for r in records] == [
+        ("key.refused", f"key/{key['id']}", "revoked", key["id"])]

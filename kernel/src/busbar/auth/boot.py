@@ -19,7 +19,7 @@ Raises:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from busbar_sdk.store import StoreError
@@ -89,6 +89,14 @@ def _plugin_module(gw: Gateway, loaded: LoadedConfig, mod: AuthModule, where: st
     return PluginModule(name, instance, bindings.get(name) or bindings.get(mod.name) or {})
 
 
+def _audit_revoked(gw: Gateway) -> Callable[[str], None]:
+    """``on_revoked`` for the keys verifier: the audit log's ``key.refused`` (when the admin plane runs)."""
+    def note(key_id: str) -> None:
+        if gw.audit is not None:
+            gw.audit.note("key.refused", f"key/{key_id}", "revoked", key_id)
+    return note
+
+
 async def start_front_door(gw: Gateway, loaded: LoadedConfig, env: Mapping[str, str]) -> list[asyncio.Task[None]]:
     """Build ``gw.signing`` and ``gw.frontdoor`` (module doc); returns background tasks to cancel."""
     auth = loaded.config.auth
@@ -114,7 +122,7 @@ async def start_front_door(gw: Gateway, loaded: LoadedConfig, env: Mapping[str, 
     for i, mod in enumerate(chain):
         if mod.name == KEYS:
             assert keyring is not None and keysync is not None
-            modules.append(KeysVerifier(keyring, keysync))
+            modules.append(KeysVerifier(keyring, keysync, _audit_revoked(gw)))
         else:
             modules.append(_plugin_module(gw, loaded, mod, f"auth.chain[{i}]"))
     sigv4 = SigV4Verifier(keysync) if keysync is not None else None
