@@ -49,7 +49,7 @@ class Gateway(BusbarProcess):
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory, mock):
-    g = Gateway(config(), tmp_path_factory.mktemp("adminkeys"), mock.url)
+    g = Gateway(config(extra="metrics: { buffer_seconds: 60 }\n"), tmp_path_factory.mktemp("adminkeys"), mock.url)
     g.start()
     yield g
     g.stop()
@@ -146,3 +146,14 @@ def test_a_revoked_key_used_again_is_audited_once(gw):
     records = wait_until(refused_records, timeout=2.0)
     assert [(r["action"], r["resource"], r["outcome"], r["principal"]) for r in records] == [
         ("key.refused", f"key/{key['id']}", "revoked", key["id"])]
+
+
+def test_metrics_is_behind_the_chain(gw):
+    refused = httpx.get(gw.url + "/metrics")
+    assert (refused.status_code, refused.json()) == (401, {"error": {
+        "message": "Incorrect API key provided. Present a valid Busbar virtual key.", "type": "authentication_error",
+        "param": None, "code": "invalid_api_key"}})
+    assert httpx.get(gw.url + "/metrics", headers={"authorization": "Bearer garbage"}).status_code == 401
+    ok = httpx.get(gw.url + "/metrics", headers={"authorization": f"Bearer {gw.mint()['token']}"})
+    assert ok.status_code == 200 and "busbar_" in ok.text
+    assert httpx.get(gw.url + "/healthz").status_code == 200            # health stays open

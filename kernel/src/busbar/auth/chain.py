@@ -19,6 +19,7 @@ from busbar.auth.plugin import REJECT, PluginModule
 from busbar.auth.refusal import forbidden_pool, unauthenticated
 from busbar.auth.sigv4 import SignedRequest, SigV4Verifier, is_sigv4
 from busbar.auth.tokens import looks_like_token
+from busbar.proto.registry import get_dialect
 
 if TYPE_CHECKING:
     from starlette.types import Scope
@@ -72,6 +73,14 @@ class FrontDoor:
                     return verdict
             elif looks_like_token(token):
                 return await module.identify(token, int(now))
+        return None
+
+    async def gate(self, scope: Scope) -> Reply | None:
+        """For a non-protocol route behind the chain (``/metrics``): ``None`` when the caller is
+        identified, else the refusal (OpenAI's 401 envelope). Pool grants do not apply."""
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if is_sigv4(headers) or await self.identify(headers) is None:
+            return unauthenticated(get_dialect("openai"))
         return None
 
     async def admit(self, scope: Scope, headers: Mapping[str, str], wire: bytes, dialect: Dialect,

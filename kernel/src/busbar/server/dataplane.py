@@ -62,6 +62,10 @@ class DataPlane:
             return await self.fallback(scope, receive, send)
         route = match(scope["method"], scope["path"], scope.get("query_string", b""))
         if route is None:
+            if scope["path"] == "/metrics" and self.state.gateway.frontdoor is not None:   # behind auth.chain
+                refused = await self.state.gateway.frontdoor.gate(scope)
+                if refused is not None:
+                    return await send_reply(send, receive, refused)
             return await self.fallback(scope, receive, send)
         try:
             dialect = get_dialect(route.dialect)
