@@ -24,8 +24,8 @@ from busbar.auth.tokens import mint
 from busbar.config.load import load_config
 from busbar.server.app import AppState, create_app
 from busbar.server.boot import boot
-from busbar.store.attach import start_store
-from busbar_sdk.store import VirtualKey
+from busbar.store.attach import start_store, stop_store
+from busbar_sdk.store import CredentialMeta, CredentialSecret, VirtualKey
 
 from tests.support.gateway import free_port
 
@@ -46,7 +46,7 @@ class InProcessGateway:
         ready = threading.Event()
 
         async def main() -> None:
-            self.tasks = await start_store(self.gw)      # open the store; flusher + key-sync loops
+            self.tasks = await start_store(self.gw)
             self.tasks += await start_front_door(self.gw, self.loaded, self.env)
             cfg = uvicorn.Config(create_app(AppState(gateway=self.gw, started_at=time.time())), host="127.0.0.1",
                                  port=self.port, lifespan="off", log_level="warning", access_log=False)
@@ -56,8 +56,7 @@ class InProcessGateway:
                 await asyncio.sleep(0.01)
             ready.set()
             await serving
-            for t in self.tasks:
-                t.cancel()
+            await stop_store(self.gw, self.tasks)
 
         self.thread = threading.Thread(target=self.loop.run_until_complete, args=(main(),), daemon=True)
         self.thread.start()
@@ -85,6 +84,16 @@ class InProcessGateway:
         self.put(key)
         assert self.gw.signing is not None
         return key_id, mint(self.gw.signing, key_id, now + ttl, 0)
+
+    def mint_aws(self, key_id: str) -> tuple[str, str]:
+        """Store a ``sigv4`` credential for ``key_id``; returns ``(access key id, secret access key)``."""
+        self._n += 1
+        akid, secret = f"BBAKTEST{self._n:012d}", f"secret-{self._n:033d}"
+        meta = CredentialMeta(id=f"cred_{self._n}", key_id=key_id, kind="sigv4", slot=0, public_id=akid,
+                              created_at=int(time.time()))
+        self.run(self.verifier.keysync.store.put_credential(CredentialSecret(meta, f"v1:plain:{secret}")))
+        self.run(self.verifier.keysync.sync())
+        return akid, secret
 
     def put(self, key: VirtualKey) -> None:
         """Write ``key`` to the store and sync the mirror."""

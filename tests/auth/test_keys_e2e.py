@@ -12,6 +12,7 @@ import time
 
 import anthropic
 import cohere
+import httpx
 import openai
 import pytest
 from busbar.auth.tokens import mint
@@ -141,7 +142,18 @@ def test_empty_allowed_pools_is_no_pool(gw):
 
 def test_identity_reaches_the_request(gw):
     key_id, token = gw.mint(group=None, labels={"team": "growth"})
-    ident = gw.verifier.identify(token, int(time.time()))
+    ident = gw.run(gw.verifier.identify(token, int(time.time())))
     assert ident is not None
     assert (ident.principal, ident.module, ident.group, ident.allowed_pools, ident.labels, ident.kind) == \
         (key_id, "keys", None, None, {"team": "growth"}, "key")
+
+
+@pytest.mark.parametrize(("allowed", "status"), [(["up-anthropic"], 200), (["to-anthropic"], 403), (None, 200)])
+def test_an_adhoc_route_counts_as_its_provider(gw, allowed, status):
+    _, token = gw.mint(allowed_pools=allowed)
+    r = httpx.post(gw.url + "/up-anthropic/claude-x/v1/messages", headers={"x-api-key": token}, timeout=10,
+                   json={"max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]})
+    if status == 200:
+        assert r.status_code == 200, r.text
+    else:
+        assert (r.status_code, r.json()) == forbidden("anthropic", "up-anthropic")

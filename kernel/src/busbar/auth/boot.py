@@ -8,24 +8,28 @@ loop, before the listener opens. It sets:
 - ``gw.frontdoor``: the :class:`~busbar.auth.chain.FrontDoor` (``None`` for ``auth.chain: []``, the
   open front door).
 
-The keys verifier reads the store mirror ``gw.keysync`` when the gateway carries one; otherwise it
-opens ``store.module`` itself and returns the mirror's sync task (cancel it at shutdown).
+The keys verifier reads the gateway's store mirror ``gw.keysync`` (opened and synced by
+``busbar.store.attach.start_store``, which runs first); a fleet's generated signing key lives in
+``gw.store``. Returns no background task today (the list is kept for the lifecycle's shape).
 
 Raises:
-    FrontDoorBootError: one line per fault (an unresolvable signing key, a store that does not
-        open, an auth plugin that does not load or answer its name).
+    FrontDoorBootError: one line per fault (an unresolvable or unusable signing key, an auth plugin
+        that does not load or answer its name).
 """
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from busbar_sdk.store import StoreError
 
 from busbar.auth.chain import FrontDoor
 from busbar.auth.keys import MODULE as KEYS
 from busbar.auth.keys import KeysVerifier
 from busbar.auth.plugin import PluginModule
-from busbar.auth.signing import Keyring, SigningKeyError, load_keyring
+from busbar.auth.signing import STORE_META, Keyring, SigningKeyError, load_keyring
+from busbar.auth.sigv4 import SigV4Verifier
 from busbar.faults import FaultList
 
 if TYPE_CHECKING:
@@ -64,25 +68,6 @@ def _signing_secret(gw: Gateway, loaded: LoadedConfig, env: Mapping[str, str]) -
         raise FrontDoorBootError([str(e)]) from None
 
 
-async def _mirror(gw: Gateway, loaded: LoadedConfig) -> tuple[KeySync, Store, asyncio.Task[None] | None]:
-    """The gateway's store mirror, or one opened here (with its sync task)."""
-    keysync: KeySync | None = getattr(gw, "keysync", None)
-    if keysync is not None:
-        return keysync, keysync.store, None
-    from busbar.store import StoreBootError, open_store, select_store
-    from busbar.store.sync import KeySync
-
-    cfg = loaded.config.store
-    try:
-        store = select_store(cfg.module, cfg.settings or {}, _plugin_set(gw))
-        await open_store(store)
-    except StoreBootError as e:
-        raise FrontDoorBootError(e.faults) from None
-    keysync = KeySync(store)
-    await keysync.sync()
-    return keysync, store, asyncio.ensure_future(keysync.run())
-
-
 def _plugin_module(gw: Gateway, loaded: LoadedConfig, mod: AuthModule, where: str) -> PluginModule:
     plugins = _plugin_set(gw)
     plugin = plugins.get(mod.name) if plugins is not None else None
@@ -104,6 +89,14 @@ def _plugin_module(gw: Gateway, loaded: LoadedConfig, mod: AuthModule, where: st
     return PluginModule(name, instance, bindings.get(name) or bindings.get(mod.name) or {})
 
 
+def _audit_revoked(gw: Gateway) -> Callable[[str], None]:
+    """``on_revoked`` for the keys verifier: the audit log's ``key.refused`` (when the admin plane runs)."""
+    def note(key_id: str) -> None:
+        if gw.audit is not None:
+            gw.audit.note("key.refused", f"key/{key_id}", "revoked", key_id)
+    return note
+
+
 async def start_front_door(gw: Gateway, loaded: LoadedConfig, env: Mapping[str, str]) -> list[asyncio.Task[None]]:
     """Build ``gw.signing`` and ``gw.frontdoor`` (module doc); returns background tasks to cancel."""
     auth = loaded.config.auth
@@ -113,26 +106,25 @@ async def start_front_door(gw: Gateway, loaded: LoadedConfig, env: Mapping[str, 
     if not chain and auth.signing_key is None:
         return []
     secret = _signing_secret(gw, loaded, env)
-    tasks: list[asyncio.Task[None]] = []
-    keysync: KeySync | None = None
-    durable: Store | None = None
-    if uses_keys:
-        keysync, store, task = await _mirror(gw, loaded)
-        tasks += [task] if task is not None else []
-        durable = store if loaded.config.store.module != "memory" else None
+    keysync: KeySync | None = gw.keysync if uses_keys else None
+    durable: Store | None = gw.store if uses_keys and loaded.config.store.module != "memory" else None
     keyring: Keyring | None = None
     if uses_keys or secret is not None:
         try:
             keyring = await load_keyring(secret, config_path=loaded.config_path, store=durable)
         except SigningKeyError as e:
             raise FrontDoorBootError([f"config.yaml: {e}"]) from None
+        except StoreError as e:
+            raise FrontDoorBootError([f"store ({gw.store.backend}): the signing key (store meta "
+                                      f"{STORE_META}) could not be read or created: {e}"]) from None
     gw.signing = keyring
     modules: list[KeysVerifier | PluginModule] = []
     for i, mod in enumerate(chain):
         if mod.name == KEYS:
             assert keyring is not None and keysync is not None
-            modules.append(KeysVerifier(keyring, keysync))
+            modules.append(KeysVerifier(keyring, keysync, _audit_revoked(gw)))
         else:
             modules.append(_plugin_module(gw, loaded, mod, f"auth.chain[{i}]"))
-    gw.frontdoor = FrontDoor(modules, keyring) if modules else None
-    return tasks
+    sigv4 = SigV4Verifier(keysync) if keysync is not None else None
+    gw.frontdoor = FrontDoor(modules, keyring, sigv4) if modules else None
+    return []

@@ -17,9 +17,13 @@ from busbar.auth.extract import presented_token
 from busbar.auth.identity import Identity
 from busbar.auth.plugin import REJECT, PluginModule
 from busbar.auth.refusal import forbidden_pool, unauthenticated
+from busbar.auth.sigv4 import SignedRequest, SigV4Verifier, is_sigv4
 from busbar.auth.tokens import looks_like_token
+from busbar.proto.registry import get_dialect
 
 if TYPE_CHECKING:
+    from starlette.types import Scope
+
     from busbar.auth.keys import KeysVerifier
     from busbar.auth.signing import Keyring
     from busbar.proto.base import Dialect
@@ -36,17 +40,26 @@ class FrontDoor:
         modules: the chain's modules in order (:class:`~busbar.auth.keys.KeysVerifier` or
             :class:`~busbar.auth.plugin.PluginModule`); never empty (an empty chain is no front door).
         keyring: the signing keyring when ``keys`` is in the chain (admin mints with it).
+        sigv4: the Bedrock SigV4 verifier when ``keys`` is in the chain.
         clock: Unix seconds (injectable for tests).
     """
 
     def __init__(self, modules: Sequence[KeysVerifier | PluginModule], keyring: Keyring | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 sigv4: SigV4Verifier | None = None, clock: Callable[[], float] = time.time) -> None:
         self.modules = tuple(modules)
         self.keyring = keyring
+        self.sigv4 = sigv4
         self.clock = clock
 
-    async def identify(self, headers: Mapping[str, str]) -> Identity | None:
-        """The caller the chain identifies from lower-cased ``headers``, or ``None`` (refuse)."""
+    async def identify(self, headers: Mapping[str, str], request: SignedRequest | None = None) -> Identity | None:
+        """The caller the chain identifies from lower-cased ``headers``, or ``None`` (refuse).
+
+        ``request``: the request as received, for a SigV4-signed caller (``None``: such a caller is refused).
+        """
+        if is_sigv4(headers):
+            if self.sigv4 is None or request is None:
+                return None
+            return self.sigv4.identify(request, int(self.clock()))
         token = presented_token(headers)
         if token is None:
             return None
@@ -59,15 +72,34 @@ class FrontDoor:
                 if isinstance(verdict, Identity):
                     return verdict
             elif looks_like_token(token):
-                return module.identify(token, int(now))
+                return await module.identify(token, int(now))
         return None
 
-    async def admit(self, headers: Mapping[str, str], dialect: Dialect, pool: str) -> Identity | Reply:
+    async def gate(self, scope: Scope) -> Reply | None:
+        """For a non-protocol route behind the chain (``/metrics``): ``None`` when the caller is
+        identified, else the refusal (OpenAI's 401 envelope). Pool grants do not apply."""
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if is_sigv4(headers) or await self.identify(headers) is None:
+            return unauthenticated(get_dialect("openai"))
+        return None
+
+    async def admit(self, scope: Scope, headers: Mapping[str, str], wire: bytes, dialect: Dialect,
+                    pool: str) -> Identity | Reply:
         """The caller's :class:`Identity` when it may use ``pool``; else the refusal to send.
 
-        ``pool``: the pool or model name the request targets, or the provider of an ad-hoc route.
+        Args:
+            scope: the ASGI scope (method, raw path and query for a SigV4 signature).
+            headers: lower-cased request headers.
+            wire: the body bytes exactly as received.
+            dialect: the caller's protocol (the refusal's envelope).
+            pool: the pool or model name the request targets, or the provider of an ad-hoc route.
         """
-        identity = await self.identify(headers)
+        request = None
+        if is_sigv4(headers):
+            raw_path = scope.get("raw_path") or scope["path"].encode()
+            request = SignedRequest(scope["method"], raw_path.decode("latin-1"),
+                                    scope.get("query_string", b"").decode("latin-1"), headers, wire)
+        identity = await self.identify(headers, request)
         if identity is None:
             return unauthenticated(dialect)
         if not identity.may_use(pool):

@@ -1,4 +1,4 @@
-"""``Identity``: the caller the data-plane chain resolved (docs/auth.md#identity).
+"""``Identity``: the caller the data-plane chain resolved (docs/auth.md#the-chain).
 
 One per authenticated request, on ``call.record.identity``; ``None`` there means the front door is
 open (``auth.chain: []``). Frozen: chain modules build it, nothing downstream edits it.

@@ -2,6 +2,7 @@
 
 Rows (docs/configuration.md#startup-checks): auth.chain names an unknown module (keys, or a
 kind: auth plugin: needs plugins.enabled, and with the loader's catalog a loadable plugin),
+passthrough with the keys verifier (the token forwarded would be a Busbar key),
 role_bindings faults (a binding under a module in no chain; a bound group that does not exist; a
 pool that does not exist), Admin token blank, Exposed admin without mTLS, Plugin store without
 plugins, Plugin store unresolved (with a catalog); the docs/config-at-a-glance.md#listen,
@@ -119,6 +120,11 @@ def check_auth(ctx: Any) -> None:
     if BUILTIN_CHAIN_MODULE in chain and cfg.store.module == "memory":
         ctx.warn("store.module", "the ephemeral memory store with the keys verifier: minted keys, usage and "
                                  "the revocation denylist reset on restart; choose a durable store.module")
+    if auth.upstream_credentials == "passthrough" and BUILTIN_CHAIN_MODULE in chain:
+        ctx.err("auth.upstream_credentials", f"passthrough forwards the caller's token upstream, and with "
+                                             f"{BUILTIN_CHAIN_MODULE} in auth.chain that token is a Busbar "
+                                             f"key no provider accepts; use own, or drop {BUILTIN_CHAIN_MODULE} "
+                                             f"from the chain")
     if auth.signing_key is not None:
         ctx.secret(auth.signing_key, "auth.signing_key")   # unset / empty: a fault
     modules = set(chain) | set(admin)

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from busbar.auth.passthrough import caller_fault, caller_headers
 from busbar.config.schema import LimitsConfig
 from busbar.ir.model import StreamError, StreamEvent
 from busbar.proto.base import Disposition, StreamDecoder, UpstreamErrorInfo
@@ -114,6 +115,9 @@ async def attempt(gw: Gateway, call: Call, member_or_lane: Member | Lane,
         extra = {h: call.headers[h] for h in fwd if h in call.headers}
         if extra:
             headers = {**headers, **extra}
+    passthrough = gw.config.auth.upstream_credentials == "passthrough"
+    if passthrough:                  # the caller's own credential instead of the lane's (busbar.auth.passthrough)
+        headers = caller_headers(provider, headers, call.headers)
     cap = remaining_s if timeout_ms is None else min(timeout_ms / 1000.0, remaining_s)
     by_attempt_cap = timeout_ms is not None and timeout_ms / 1000.0 <= remaining_s
     resp: UpstreamResponse | None = None
@@ -125,7 +129,10 @@ async def attempt(gw: Gateway, call: Call, member_or_lane: Member | Lane,
                 resp = await gw.upstream.send("POST", url, headers, content, scope=provider.name)
             except Exception as e:  # noqa: BLE001 - UpstreamError, the SSRF guard and other connect-time refusals
                 return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
-            return await _answer(resp, call, provider, limits, dropped)
+            result = await _answer(resp, call, provider, limits, dropped)
+            if passthrough and isinstance(result, AttemptFailure) and caller_fault(result.status):
+                result.cls = result.reason = "client_error"     # the caller's credential: relay, no penalty
+            return result
     except TimeoutError:
         if resp is not None:
             await resp.aclose()

@@ -62,6 +62,10 @@ class DataPlane:
             return await self.fallback(scope, receive, send)
         route = match(scope["method"], scope["path"], scope.get("query_string", b""))
         if route is None:
+            if scope["path"] == "/metrics" and self.state.gateway.frontdoor is not None:   # behind auth.chain
+                refused = await self.state.gateway.frontdoor.gate(scope)
+                if refused is not None:
+                    return await send_reply(send, receive, refused)
             return await self.fallback(scope, receive, send)
         try:
             dialect = get_dialect(route.dialect)
@@ -133,6 +137,7 @@ class DataPlane:
                      receive: Receive, record: RequestRecord) -> tuple[Reply | None, str | None]:
         if route.op and (refused := not_served(route, dialect)) is not None:
             return refused, None     # an operation this build does not serve (busbar.server.ops_dispatch)
+        wire = raw                   # the body as received (a SigV4 signature covers these bytes)
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
@@ -169,7 +174,7 @@ class DataPlane:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         identity = None
         if gw.frontdoor is not None:     # auth.chain before any lookup: a stranger learns no pool names
-            verdict = await gw.frontdoor.admit(headers, dialect, adhoc_provider or name)
+            verdict = await gw.frontdoor.admit(scope, headers, wire, dialect, adhoc_provider or name)
             if not isinstance(verdict, Identity):
                 return verdict, name
             identity = verdict

@@ -1,0 +1,204 @@
+"""Benchmark: virtual-key verification on the real request path (issue 13).
+
+One process, one event loop (uvloop when installed, as the server uses), the real data plane: the
+ASGI app of ``busbar.server.app`` is called with a synthetic HTTP scope, so every sample covers body
+read, JSON parse, the front door, target resolution, the upstream call (``httpx.MockTransport``
+answering a canned 200 at once) and the reply write. Two gateways built from the same config, the
+same pool, measured interleaved in rounds so machine drift hits both equally:
+
+* ``open``: ``auth.chain: []`` (the reference);
+* ``keys``: ``auth.chain: [keys]``, one minted key presented as ``Authorization: Bearer`` on every
+  request (the steady state: the token's signature verdict is cached until its expiry; the key's
+  binding, expiry and the denylist are read from the store mirror on every request);
+* ``keys cold``: the same, with a distinct token of the same key on every request (every request
+  pays the ed25519 verify: the first request of each token).
+
+Also reported: ``busbar.auth.tokens.verify`` alone (ed25519 verify + JSON) and a CPU calibration.
+Overhead = percentile(series) - percentile(open), same run. Target: ``keys`` overhead p50 <= 30 us.
+
+Run: ``.venv/bin/python bench/bench_auth.py [--samples N] [--check]``; writes
+``bench/results/auth.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import timeit
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+
+from busbar import __version__
+from busbar.auth.boot import start_front_door
+from busbar.auth.tokens import mint, verify
+from busbar.config.load import load_config_text
+from busbar.proxy.gateway import Gateway
+from busbar.server.app import AppState, create_app
+from busbar.store.attach import start_store
+from busbar_sdk.store import VirtualKey
+
+CONFIG = """
+listen: "127.0.0.1:0"
+auth: {{ chain: {chain} }}
+providers:
+  oa: {{ protocol: openai, base_url: "http://127.0.0.1:9", api_key: {{ env: K }} }}
+models:
+  a: {{ provider: oa }}
+pools:
+  chat: {{ members: [ {{ model: a }} ] }}
+"""
+BODY = orjson.dumps({"model": "chat", "messages": [{"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "Summarize the quarterly report in three bullets."}]})
+REPLY = orjson.dumps({"id": "c1", "object": "chat.completion", "created": 1, "model": "m",
+                      "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+                                   "finish_reason": "stop"}],
+                      "usage": {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13}})
+
+
+def _upstream(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, stream=httpx.ByteStream(REPLY), headers={"content-type": "application/json"})
+
+
+async def _request(app: Any, token: str | None) -> int:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]
+    if token is not None:
+        headers.append((b"authorization", b"Bearer " + token.encode()))
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"",
+             "headers": headers}
+    sent = False
+    out: dict[str, Any] = {}
+    done = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": BODY, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(msg: dict[str, Any]) -> None:
+        if msg["type"] == "http.response.start":
+            out["status"] = msg["status"]
+        elif msg["type"] == "http.response.body" and not msg.get("more_body"):
+            done.set()
+    await app(scope, receive, send)
+    done.set()
+    return int(out["status"])
+
+
+def _pct(samples: list[int]) -> dict[str, float]:
+    s = sorted(samples)
+
+    def pick(q: float) -> float:
+        return s[min(len(s) - 1, int(q * len(s)))] / 1000.0
+    return {"p50_us": pick(0.5), "p90_us": pick(0.9), "p99_us": pick(0.99), "mean_us": statistics.fmean(s) / 1000.0}
+
+
+async def _measure(tmp: Path, samples: int, rounds: int) -> dict[str, list[int]]:
+    env = {"K": "x"}
+    gws = {}
+    tasks: list[asyncio.Task[None]] = []
+    for name, chain in (("open", "[]"), ("keys", "[keys]")):
+        loaded = load_config_text(CONFIG.format(chain=chain), env, config_path=tmp / "config.yaml")
+        gw = Gateway.build(loaded, env, transport=httpx.MockTransport(_upstream))
+        tasks += await start_store(gw)
+        await start_front_door(gw, loaded, env)
+        gws[name] = gw
+    keyed = gws["keys"]
+    assert gws["open"].frontdoor is None and keyed.frontdoor is not None and keyed.signing is not None
+    verifier = keyed.frontdoor.modules[0]
+    now = int(time.time())
+    await verifier.keysync.store.put_key(VirtualKey(id="vk_bench", name="bench", created_at=now))  # type: ignore[union-attr]
+    await verifier.keysync.sync()                                                                   # type: ignore[union-attr]
+    token = mint(keyed.signing, "vk_bench", now + 86400)
+    cold = (mint(keyed.signing, "vk_bench", now + 86400 + i) for i in range(10**9))
+    apps = {"open": create_app(AppState(gateway=gws["open"])), "keys": create_app(AppState(gateway=keyed))}
+    series = {"open": (apps["open"], lambda: None), "keys": (apps["keys"], lambda: token),
+              "keys cold": (apps["keys"], lambda: next(cold))}
+    for name, (app, tok) in series.items():                  # warm-up and a sanity check
+        for _ in range(300):
+            assert await _request(app, tok()) == 200, name
+    assert await _request(apps["keys"], None) == 401 and await _request(apps["keys"], "bbk_x.y") == 401
+    out: dict[str, list[int]] = {p: [] for p in series}
+    per = max(1, samples // rounds)
+    clock = time.perf_counter_ns
+    for _ in range(rounds):
+        for name, (app, tok) in series.items():
+            bucket = out[name]
+            for _ in range(per):
+                t = tok()
+                t0 = clock()
+                await _request(app, t)
+                bucket.append(clock() - t0)
+    alone = out["verify alone"] = []
+    for _ in range(max(2000, samples // 4)):
+        t0 = clock()
+        verify(keyed.signing, token, now)
+        alone.append(clock() - t0)
+    for t in tasks:
+        t.cancel()
+    for gw in gws.values():
+        await gw.aclose()
+    return out
+
+
+def run(samples: int, rounds: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="busbar-bench-auth-") as tmp:
+        try:
+            import uvloop
+            loop_name, runner = "uvloop", uvloop.run
+        except ImportError:  # pragma: no cover
+            loop_name, runner = "asyncio", asyncio.run
+        raw = runner(_measure(Path(tmp), samples, rounds))
+    results = {p: _pct(v) for p, v in raw.items()}
+    base = results["open"]
+    overhead = {p: {"p50_us": results[p]["p50_us"] - base["p50_us"], "p99_us": results[p]["p99_us"] - base["p99_us"]}
+                for p in ("keys", "keys cold")}
+    calib = min(timeit.repeat("sum(range(1000))", number=2000, repeat=5)) / 2000 * 1e6
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "busbar": __version__,
+            "loop": loop_name, "samples_per_series": samples, "rounds": rounds, "results": results,
+            "overhead": overhead, "calibration_sum_range_1000_us": calib, "load_average": os.getloadavg()}
+
+
+TARGET_P50_US = 30.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--samples", type=int, default=20_000, help="timed requests per series (default 20000)")
+    parser.add_argument("--rounds", type=int, default=50, help="interleaving rounds (default 50)")
+    parser.add_argument("--check", action="store_true", help="exit 1 when the target is missed")
+    args = parser.parse_args(argv)
+    report = run(args.samples, args.rounds)
+    print(f"busbar {report['busbar']}, Python {report['python']}, {report['loop']}, {report['platform']}; "
+          f"{report['samples_per_series']} requests per series in {report['rounds']} interleaved rounds; "
+          f"sum(range(1000)) = {report['calibration_sum_range_1000_us']:.1f} us; load average "
+          f"{', '.join(f'{x:.2f}' for x in report['load_average'])}")
+    print(f"{'series':12} {'p50 us':>9} {'p90 us':>9} {'p99 us':>9} {'mean us':>9} {'+p50 us':>9} {'+p99 us':>9}")
+    for p, r in report["results"].items():
+        o = report["overhead"].get(p, {"p50_us": float("nan"), "p99_us": float("nan")})
+        print(f"{p:12} {r['p50_us']:9.1f} {r['p90_us']:9.1f} {r['p99_us']:9.1f} {r['mean_us']:9.1f} "
+              f"{o['p50_us']:9.1f} {o['p99_us']:9.1f}")
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "auth.json").write_text(json.dumps(report, indent=2))
+    got = report["overhead"]["keys"]["p50_us"]
+    met = got <= TARGET_P50_US
+    print(f"target keys overhead p50 <= {TARGET_P50_US:g} us: {got:.1f} us {'met' if met else 'MISSED'}")
+    return 0 if met or not args.check else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""busbar-auth-oidc: verify OIDC/JWT bearer tokens in ``auth.chain`` (docs/auth.md#oidc).
+
+Settings (``auth.chain: [ { oidc: { settings: {...} } } ]``): ``issuer``, ``audience``,
+``roles_claim`` (default ``roles``), exactly one of ``jwks_url`` / ``jwks_file``, ``algorithms``
+(default RS256, ES256), ``jwks_cache_secs`` (300), ``verdict_ttl_secs`` (60), ``leeway_secs`` (30),
+``allow_hosts``. Runtime module name: ``oidc`` (bind roles under ``auth.role_bindings.oidc``).
+
+A credential that is not a JWT (three dot-separated segments) is passed to the next chain module;
+a JWT that fails (signature, ``iss``, ``aud``, ``exp``, unknown ``kid``, a disallowed algorithm) is
+rejected; a valid one identifies ``sub`` with the roles of ``roles_claim``, cacheable by Busbar for
+``verdict_ttl_secs`` (never past the token's ``exp``).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+import jwt
+from busbar_sdk import AuthPlugin, export_plugin
+from busbar_sdk.models import AuthPass, AuthReject, Identity
+from busbar_sdk.ssrf import SsrfBlocked
+
+from busbar_auth_oidc._jwks import JwksSource, jwks_guard
+
+__all__ = ["OidcAuth", "plugin"]
+
+__version__ = "1.5.0"
+
+_DEFAULTS: dict[str, Any] = {"roles_claim": "roles", "algorithms": ["RS256", "ES256"], "jwks_cache_secs": 300,
+                             "verdict_ttl_secs": 60, "leeway_secs": 30, "allow_hosts": []}
+
+
+class OidcAuth(AuthPlugin):
+    """One configured issuer. Raises ``ValueError`` at open for settings that cannot work."""
+
+    module_name: ClassVar[str] = "oidc"
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        super().__init__(settings)
+        s = {**_DEFAULTS, **settings}
+        for need in ("issuer", "audience"):
+            if not isinstance(s.get(need), str) or not s[need]:
+                raise ValueError(f"settings.{need}: required (a non-empty string)")
+        if (s.get("jwks_url") is None) == (s.get("jwks_file") is None):
+            raise ValueError("settings: set exactly one of jwks_url and jwks_file")
+        guard = jwks_guard(s["allow_hosts"])
+        if s.get("jwks_url") is not None:
+            try:
+                guard.check_url(s["jwks_url"])
+            except SsrfBlocked as e:
+                raise ValueError(str(e)) from None
+        self.issuer, self.audience, self.roles_claim = s["issuer"], s["audience"], s["roles_claim"]
+        self.algorithms = list(s["algorithms"])
+        self.ttl, self.leeway = int(s["verdict_ttl_secs"]), int(s["leeway_secs"])
+        self.jwks = JwksSource(s.get("jwks_url"), s.get("jwks_file"), int(s["jwks_cache_secs"]), guard)
+
+    def _roles(self, claims: dict[str, Any]) -> tuple[str, ...]:
+        value = claims.get(self.roles_claim)
+        if isinstance(value, str):
+            return tuple(value.split())
+        if isinstance(value, list):
+            return tuple(v for v in value if isinstance(v, str))
+        return ()
+
+    def authenticate(self, credential: str) -> Identity | AuthReject | AuthPass | None:
+        if credential.count(".") != 2 or credential.startswith("bbk_"):
+            return AuthPass()
+        try:
+            header = jwt.get_unverified_header(credential)
+            kid = header.get("kid")
+            key = self.jwks.key(kid) if isinstance(kid, str) else None
+            if key is None or header.get("alg") not in self.algorithms:
+                return AuthReject(message="invalid token")
+            claims = jwt.decode(credential, key=key.key, algorithms=self.algorithms, audience=self.audience,
+                                issuer=self.issuer, leeway=self.leeway,
+                                options={"require": ["exp", "iss", "aud", "sub"]})
+        except jwt.PyJWTError:
+            return AuthReject(message="invalid token")
+        sub = claims.get("sub")
+        if not isinstance(sub, str) or not sub:
+            return AuthReject(message="invalid token")
+        ttl = max(0, min(self.ttl, int(claims["exp"]) - int(time.time())))
+        return Identity(sub=sub, groups=self._roles(claims), name=claims.get("name") if isinstance(
+            claims.get("name"), str) else None, ttl_secs=ttl or None)
+
+    def close(self) -> None:
+        self.jwks.close()
+
+
+plugin = export_plugin(OidcAuth)

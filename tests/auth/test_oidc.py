@@ -1,0 +1,147 @@
+"""plugins/busbar-auth-oidc: a signed ``kind: auth`` plugin in ``auth.chain``, through a real busbar.
+
+Tokens are minted here (RS256 and ES256, PyJWT); the JWKS is served on loopback. The chain is
+``[keys, oidc]``: a valid token identifies its ``sub``, its ``roles`` claim maps through
+``auth.role_bindings.oidc`` to pools; a forged, expired, wrong-issuer or wrong-audience token is the
+native 401; a role with no binding grants no pool (403); a minted ``bbk_`` key still works.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import jwt
+import openai
+import pytest
+from busbar_sdk.artifact import build_wheels, generate_signing_key, pack_artifact
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+
+from tests.auth.conftest import config
+from tests.auth.shapes import assert_refused, forbidden, post
+from tests.plugins_firstparty.support import REPO
+
+ISSUER, AUDIENCE = "https://idp.example.test", "busbar"
+RSA = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+EC = ec.generate_private_key(ec.SECP256R1())
+OTHER = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+SIGN = generate_signing_key()
+
+
+def jwks() -> dict:
+    keys = [{**json.loads(RSAAlgorithm.to_jwk(RSA.public_key())), "kid": "rsa1", "alg": "RS256", "use": "sig"},
+            {**json.loads(ECAlgorithm.to_jwk(EC.public_key())), "kid": "ec1", "alg": "ES256", "use": "sig"}]
+    return {"keys": keys}
+
+
+class _Jwks(BaseHTTPRequestHandler):
+    hits = 0
+
+    def do_GET(self) -> None:
+        type(self).hits += 1
+        data = json.dumps(jwks()).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def token(key=RSA, kid="rsa1", alg="RS256", **claims) -> str:
+    now = int(time.time())
+    body = {"iss": ISSUER, "aud": AUDIENCE, "sub": "alice@example.test", "iat": now, "exp": now + 600,
+            "roles": ["eng"], **claims}
+    return jwt.encode({k: v for k, v in body.items() if v is not None}, key, algorithm=alg, headers={"kid": kid})
+
+
+@pytest.fixture(scope="module")
+def jwks_url():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Jwks)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks.json"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def plugin_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("oidc")
+    (wheel,) = build_wheels([REPO / "plugins" / "busbar-auth-oidc"], root / "wheels")
+    schema = (REPO / "plugins" / "busbar-auth-oidc" / "src" / "busbar_auth_oidc" / "settings_schema.json").read_text()
+    plugdir = root / "plugins"
+    plugdir.mkdir()
+    (plugdir / "busbar-auth-oidc-1.5.0.tar.gz").write_bytes(pack_artifact(
+        wheel_name=wheel.name, wheel_bytes=wheel.read_bytes(), name="busbar-auth-oidc", alias="oidc", kind="auth",
+        version="1.5.0", publisher="acme", signing_key=SIGN[0], settings_schema=schema))
+    return plugdir
+
+
+@pytest.fixture(scope="module")
+def gw(busbar_factory, mock, plugin_dir, jwks_url):
+    chain = (f'\n    - keys\n    - oidc: {{ settings: {{ issuer: "{ISSUER}", audience: {AUDIENCE}, '
+             f'jwks_url: "{jwks_url}" }} }}')
+    extra = ('  role_bindings:\n    oidc:\n      eng: { allowed_pools: [to-openai, to-anthropic] }\n'
+             '      ops: { }\n')
+    text = config(chain).replace("providers:\n", extra + "providers:\n", 1)
+    text += (f'plugins: {{ enabled: true, dir: "{plugin_dir}", trust: {{ publishers: '
+             f'[ {{ name: acme, public_key: "{SIGN[1]}" }} ] }} }}\n')
+    return busbar_factory(text, mock.url)
+
+
+@pytest.mark.parametrize(("key", "kid", "alg"), [(RSA, "rsa1", "RS256"), (EC, "ec1", "ES256")])
+def test_a_valid_token_is_accepted_by_the_openai_sdk(gw, key, kid, alg):
+    c = openai.OpenAI(base_url=gw.url + "/v1", api_key=token(key, kid, alg), max_retries=0)
+    r = c.chat.completions.create(model="to-openai", messages=[{"role": "user", "content": "hi"}])
+    assert r.choices[0].message.content
+
+
+def test_role_bindings_grant_pools(gw):
+    t = token()
+    assert post(gw.url, "anthropic", {"x-api-key": t}).status_code == 200
+    r = post(gw.url, "cohere", {"authorization": f"Bearer {t}"})
+    assert (r.status_code, r.json()) == forbidden("cohere", "to-cohere")
+
+
+@pytest.mark.parametrize("roles", [["ops"], ["unbound"], None])
+def test_a_role_without_a_pool_grant_reaches_no_pool(gw, roles):
+    r = post(gw.url, "openai", {"authorization": f"Bearer {token(roles=roles)}"})
+    if roles == ["ops"]:          # bound, allowed_pools omitted: every pool
+        assert r.status_code == 200
+    else:
+        assert (r.status_code, r.json()) == forbidden("openai", "to-openai")
+
+
+@pytest.mark.parametrize("bad", ["forged", "expired", "issuer", "audience", "kid", "alg-none"])
+def test_bad_tokens_get_the_native_refusal(gw, mock, bad):
+    t = {"forged": lambda: token(OTHER),
+         "expired": lambda: token(exp=int(time.time()) - 120),
+         "issuer": lambda: token(iss="https://evil.example.test"),
+         "audience": lambda: token(aud="someone-else"),
+         "kid": lambda: token(kid="nope"),
+         "alg-none": lambda: jwt.encode({"iss": ISSUER, "aud": AUDIENCE, "sub": "x", "exp": int(time.time()) + 60},
+                                        None, algorithm="none", headers={"kid": "rsa1"})}[bad]()
+    for protocol in ("openai", "gemini"):
+        assert_refused(post(gw.url, protocol, {"authorization": f"Bearer {t}"}), protocol)
+    assert mock.requests() == []
+
+
+def test_the_jwks_is_cached(gw):
+    before = _Jwks.hits
+    for _ in range(3):
+        assert post(gw.url, "openai", {"authorization": f"Bearer {token(sub=f'u{time.time_ns()}')}"}).status_code == 200
+    assert _Jwks.hits == before
+
+
+def test_a_metadata_jwks_url_refuses_the_boot(busbar_factory, mock, plugin_dir):
+    chain = (f'\n    - oidc: {{ settings: {{ issuer: "{ISSUER}", audience: {AUDIENCE}, '
+             f'jwks_url: "http://169.254.169.254/jwks" }} }}')
+    text = config(chain) + (f'plugins: {{ enabled: true, dir: "{plugin_dir}", trust: {{ publishers: '
+                            f'[ {{ name: acme, public_key: "{SIGN[1]}" }} ] }} }}\n')
+    with pytest.raises(RuntimeError) as e:
+        busbar_factory(text, mock.url)
+    assert "auth.chain[0]: auth plugin 'oidc' did not open" in str(e.value)
