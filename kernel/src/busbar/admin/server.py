@@ -2,16 +2,19 @@
 
 ``await start_admin(state, loaded) -> AdminPlane``:
 
-1. the store: ``gw.store`` when the gateway carries one, else a ``MemoryStore`` of the admin plane's
-   own (the ephemeral default);
+1. the store: ``gw.store`` (opened by ``busbar.store.attach.start_store`` before this runs), or a
+   ``MemoryStore`` of the admin plane's own when the gateway carries none;
 2. the audit log on it (``gw.audit``), which records ``boot`` and one ``plugin.load`` per loaded
-   plugin;
+   plugin, and each refused use of a revoked key (the ``keys`` verifier's ``on_revoked``; at most one
+   record per key a minute, so a replayed token cannot flood the log);
 3. the runtime groups (``gw.runtime_groups``), loaded from the store;
 4. the admin chain (``auth.admin_auth``): ``admin-tokens`` tokens resolved from their secret
    references; ``[]`` = open (a loud warning). When nothing could ever authenticate (the default
    ``[admin-tokens]`` without ``token:``) no listener starts and one line says how to enable it;
 5. the FastAPI app (``busbar.admin.app``) served by uvicorn on ``admin_listen`` from a socket bound
-   here, so a taken port is a clear :class:`AdminStartError` (the process exits 1).
+   here, so a taken port is a clear :class:`AdminStartError` (the process exits 1). Under
+   ``--workers N`` only worker 0 serves it (and writes the boot records); every worker keeps the
+   audit log and the runtime groups.
 
 Tokens are signed with ``gw.signing`` when the front door loaded a keyring, else with a keyring
 loaded on the first mint (``busbar.auth.signing.load_keyring``: ``auth.signing_key``, the store,
@@ -26,6 +29,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +45,7 @@ from busbar.admin.principal import AdminAuth
 from busbar.admin.provision import RuntimeGroups
 from busbar.config.schema_base import BUILTIN_ADMIN_MODULE
 from busbar.config.validate_auth import split_hostport
+from busbar.server.workers import worker_index
 
 if TYPE_CHECKING:
     from busbar.auth.signing import Keyring
@@ -136,7 +141,7 @@ def _issuer(loaded: LoadedConfig, gw: Gateway, store: Store) -> Any:
         from busbar.auth.signing import load_keyring
         from busbar.auth.tokens import mint
 
-        keyring: Keyring | None = getattr(gw, "signing", None) or holder.get("k")
+        keyring: Keyring | None = gw.signing or holder.get("k")
         if keyring is None:
             ref = loaded.config.auth.signing_key
             text = _secret(ref, "auth.signing_key", gw) if ref is not None else None
@@ -146,7 +151,7 @@ def _issuer(loaded: LoadedConfig, gw: Gateway, store: Store) -> Any:
         return mint(keyring, sub, exp, generation)
 
     def info() -> dict[str, Any] | None:
-        keyring: Keyring | None = getattr(gw, "signing", None) or holder.get("k")
+        keyring: Keyring | None = gw.signing or holder.get("k")
         if keyring is None:
             return None
         return {"kid": keyring.kid, "algorithm": "ed25519", "public_key": keyring.public_key_b64,
@@ -154,11 +159,37 @@ def _issuer(loaded: LoadedConfig, gw: Gateway, store: Store) -> Any:
     return issue, info
 
 
+def _audit_revoked_use(gw: Gateway, audit: AuditLog, every_s: float = 60.0) -> None:
+    """Record refused uses of revoked keys (at most one per key per ``every_s``)."""
+    from busbar.auth.keys import KeysVerifier
+
+    front = gw.frontdoor
+    if front is None:
+        return
+    last: dict[str, float] = {}
+
+    def on_revoked(key_id: str) -> None:
+        now = time.monotonic()
+        if now - last.get(key_id, -every_s) < every_s:
+            return
+        if len(last) > 10_000:
+            last.clear()
+        last[key_id] = now
+        try:
+            audit.note("key.refused", f"key/{key_id}", "revoked", key_id)
+        except RuntimeError:          # no running loop (a synchronous caller): nothing to record into
+            pass
+
+    for module in front.modules:
+        if isinstance(module, KeysVerifier):
+            module.on_revoked = on_revoked
+
+
 async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     """Start the admin plane (see the module docstring). Raises :class:`AdminStartError`."""
     gw = state.gateway
     cfg = loaded.config
-    store: Store | None = getattr(gw, "store", None)
+    store: Store | None = gw.store
     owned = None
     if store is None:
         owned = store = MemoryStore()
@@ -166,20 +197,26 @@ async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     audit = AuditLog(store)
     gw.audit = audit
     runtime = RuntimeGroups(store)
+    serving = worker_index() in (None, 0)
     try:
         await runtime.load()
-        await audit.append("boot", f"busbar/{__version__}", "ok", "system")
-        if gw.plugins is not None:
-            for plugin in gw.plugins.current:
-                await audit.append("plugin.load", f"plugin/{plugin.name}@{plugin.manifest.version}", "ok", "system")
+        if serving:
+            await audit.append("boot", f"busbar/{__version__}", "ok", "system")
+            if gw.plugins is not None:
+                for plugin in gw.plugins.current:
+                    await audit.append("plugin.load", f"plugin/{plugin.name}@{plugin.manifest.version}", "ok",
+                                       "system")
     except StoreError as e:
         raise AdminStartError(f"store ({store.backend}): the admin plane cannot read or write it: {e}") from None
     gw.runtime_groups = runtime
+    _audit_revoked_use(gw, audit)
     auth = admin_auth(loaded, gw)
     issue, info = _issuer(loaded, gw, store)
     keys = KeyService(store, audit, runtime, lambda: state.gateway.config, issue)
     ctx = AdminContext(app_state=state, store=store, audit=audit, keys=keys, runtime_groups=runtime, auth=auth)
     ctx.extras["signing_info"] = info
+    if not serving:
+        return AdminPlane(ctx, None, None, owned)
     if not auth.usable:
         log.info("admin API off: auth.admin_auth has %s without a token:; set auth.admin_auth: "
                  "[admin-tokens: { token: { env: BUSBAR_ADMIN_TOKEN } }] to serve it on %s",
