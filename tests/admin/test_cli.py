@@ -1,12 +1,14 @@
 """``busbar admin ...`` as a process against a real gateway's admin API: mint (token printed once),
-list, patch, rotate, revoke, delete, audit list/verify, hooks status, the env-var configuration and
-the exit statuses (docs/admin.md#cli)."""
+list, patch, rotate, revoke, delete, audit list/verify (a row edited in the SQLite store file is
+named), hooks status, the env-var configuration and the exit statuses (docs/admin.md#cli)."""
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.admin.conftest import TOKEN, AdminGateway
@@ -86,3 +88,26 @@ def test_unreachable_url_is_exit_1() -> None:
     assert done.returncode == 1
     assert done.stderr == ("busbar admin: cannot reach the admin API at http://127.0.0.1:9 (ConnectError); check "
                            "--url / BUSBAR_ADMIN_URL and that admin_listen is served\n")
+
+
+def test_audit_verify_detects_a_row_edited_in_the_sqlite_store(admin_gateway: Callable[..., AdminGateway],
+                                                              tmp_path: Path) -> None:
+    db = tmp_path / "busbar.db"
+    plugins = Path(__file__).resolve().parents[2] / "dist" / "plugins"
+    g = admin_gateway(f"plugins: {{ enabled: true, dir: {plugins} }}\n"
+                      f"store: {{ module: sqlite, settings: {{ db_path: {db} }} }}\n")
+    for name in ("a", "b", "c"):
+        assert admin(g, "keys", "mint", "--name", name).returncode == 0
+    intact = admin(g, "audit", "verify")
+    assert (intact.returncode, intact.stdout) == (0, f"audit log intact: {4 + _plugin_loads(g)} record(s)\n")
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE busbar_audit SET principal = 'mallory' WHERE seq = 3")
+    broken = admin(g, "audit", "verify")
+    assert (broken.returncode, broken.stdout) == (1, "audit log BROKEN at seq 3: record 3 was altered (its hash "
+                                                     "does not match its fields)\n")
+    as_json = json.loads(admin(g, "--json", "audit", "verify").stdout)
+    assert (as_json["ok"], as_json["first_bad_seq"]) == (False, 3)
+
+
+def _plugin_loads(g: AdminGateway) -> int:
+    return sum(1 for r in g.client.get("/audit").json()["items"] if r["action"] == "plugin.load")
