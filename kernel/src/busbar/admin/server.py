@@ -12,7 +12,9 @@
    references; ``[]`` = open (a loud warning). When nothing could ever authenticate (the default
    ``[admin-tokens]`` without ``token:``) no listener starts and one line says how to enable it;
 5. the FastAPI app (``busbar.admin.app``) served by uvicorn on ``admin_listen`` from a socket bound
-   here, so a taken port is a clear :class:`AdminStartError` (the process exits 1). Under
+   here, so a taken port is a clear :class:`AdminStartError` (the process exits 1); with
+   ``admin_tls`` over TLS (``busbar.server.tls``; ``client_ca`` = client certificates required),
+   each handshake capped by ``limits.tls_handshake_timeout_secs``. Under
    ``--workers N`` only worker 0 serves it (and writes the boot records); every worker keeps the
    audit log and the runtime groups.
 
@@ -29,6 +31,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
@@ -45,6 +48,7 @@ from busbar.admin.principal import AdminAuth
 from busbar.admin.provision import RuntimeGroups
 from busbar.config.schema_base import BUILTIN_ADMIN_MODULE
 from busbar.config.validate_auth import split_hostport
+from busbar.server.listener import ListenerServer
 from busbar.server.workers import worker_index
 
 if TYPE_CHECKING:
@@ -62,8 +66,9 @@ class AdminStartError(Exception):
     """The admin plane cannot start (the message is one line naming the key and the fix)."""
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handlers: the data listener's handle SIGINT/SIGTERM."""
+class _Server(ListenerServer):
+    """The admin listener (TLS when ``admin_tls`` is set) without uvicorn's own signal handlers: the
+    data listener's handle SIGINT/SIGTERM."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -132,6 +137,17 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.listen(128)
     sock.setblocking(False)
     return sock
+
+
+def _tls_context(loaded: LoadedConfig, gw: Gateway) -> ssl.SSLContext | None:
+    """``admin_tls`` as a server context (mTLS when it has ``client_ca``), or ``None``."""
+    from busbar.server.tls import TlsError, listener_context
+
+    try:
+        return listener_context(loaded.config.admin_tls, "admin_tls", os.environ,
+                                gw.plugins.current if gw.plugins is not None else None)
+    except TlsError as e:
+        raise AdminStartError("\n".join(e.faults)) from None
 
 
 def _issuer(loaded: LoadedConfig, gw: Gateway, store: Store) -> Any:
@@ -229,15 +245,17 @@ async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     if parsed is None:
         raise AdminStartError(f"config.yaml: admin_listen: '{cfg.admin_listen}' is not host:port")
     host, port = parsed
+    tls = _tls_context(loaded, gw)
     sock = _bind(host, port)
     config = uvicorn.Config(create_admin_app(ctx), lifespan="off", access_log=False,
                             log_level=logging.getLogger().getEffectiveLevel())
-    server = _Server(config)
+    server = _Server(config, tls, cfg.limits.tls_handshake_timeout_secs, drain_s=5.0)
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
     if task.done():
         raise AdminStartError(f"config.yaml: admin_listen: the admin API did not start on {cfg.admin_listen}")
     bound = sock.getsockname()
-    log.info("busbar admin API listening on %s:%d", bound[0], bound[1])
+    log.info("busbar admin API listening on %s://%s:%d%s", "https" if tls else "http", bound[0], bound[1],
+             " (client certificates required)" if cfg.admin_tls is not None and cfg.admin_tls.client_ca else "")
     return AdminPlane(ctx, server, task, owned)
