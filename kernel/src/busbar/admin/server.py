@@ -5,8 +5,7 @@
 1. the store: ``gw.store`` (opened by ``busbar.store.attach.start_store`` before this runs), or a
    ``MemoryStore`` of the admin plane's own when the gateway carries none;
 2. the audit log on it (``gw.audit``), which records ``boot`` and one ``plugin.load`` per loaded
-   plugin, and each refused use of a revoked key (the ``keys`` verifier's ``on_revoked``; at most one
-   record per key a minute, so a replayed token cannot flood the log);
+   plugin (the front door notes each refused use of a revoked key there: ``busbar.auth``);
 3. the runtime groups (``gw.runtime_groups``), loaded from the store;
 4. the admin chain (``auth.admin_auth``): ``admin-tokens`` tokens resolved from their secret
    references; ``[]`` = open (a loud warning). When nothing could ever authenticate (the default
@@ -32,7 +31,6 @@ import logging
 import os
 import socket
 import ssl
-import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -175,32 +173,6 @@ def _issuer(loaded: LoadedConfig, gw: Gateway, store: Store) -> Any:
     return issue, info
 
 
-def _audit_revoked_use(gw: Gateway, audit: AuditLog, every_s: float = 60.0) -> None:
-    """Record refused uses of revoked keys (at most one per key per ``every_s``)."""
-    from busbar.auth.keys import KeysVerifier
-
-    front = gw.frontdoor
-    if front is None:
-        return
-    last: dict[str, float] = {}
-
-    def on_revoked(key_id: str) -> None:
-        now = time.monotonic()
-        if now - last.get(key_id, -every_s) < every_s:
-            return
-        if len(last) > 10_000:
-            last.clear()
-        last[key_id] = now
-        try:
-            audit.note("key.refused", f"key/{key_id}", "revoked", key_id)
-        except RuntimeError:          # no running loop (a synchronous caller): nothing to record into
-            pass
-
-    for module in front.modules:
-        if isinstance(module, KeysVerifier):
-            module.on_revoked = on_revoked
-
-
 async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     """Start the admin plane (see the module docstring). Raises :class:`AdminStartError`."""
     gw = state.gateway
@@ -225,7 +197,6 @@ async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     except StoreError as e:
         raise AdminStartError(f"store ({store.backend}): the admin plane cannot read or write it: {e}") from None
     gw.runtime_groups = runtime
-    _audit_revoked_use(gw, audit)
     auth = admin_auth(loaded, gw)
     issue, info = _issuer(loaded, gw, store)
     keys = KeyService(store, audit, runtime, lambda: state.gateway.config, issue)

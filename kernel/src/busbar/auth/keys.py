@@ -6,12 +6,9 @@ tombstoned, is enabled, has not expired, is not on the denylist, and its generat
 (a rotation raises the generation). Step 1 is cached per token until the token's own expiry (an
 ed25519 verify costs tens of microseconds); step 2 reads the in-memory mirror on every request, so
 a revocation is enforced as soon as the mirror syncs it (``busbar.store.sync.KeySync``).
-``on_revoked(key_id)``, when set (the admin plane's audit), is told of each refused use of a key on
-the denylist.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from busbar.auth.identity import Identity
@@ -39,7 +36,6 @@ class KeysVerifier:
         self.keyring = keyring
         self.keysync = keysync
         self._verified: dict[str, TokenClaims] = {}
-        self.on_revoked: Callable[[str], None] | None = None
 
     def identify(self, token: str, now: int) -> Identity | None:
         """The key's :class:`Identity`, or ``None`` when the token does not identify a live key.
@@ -60,8 +56,6 @@ class KeysVerifier:
             return None
         key = self.keysync.live_key(claims.sub, now)
         if key is None or key.generation != claims.g:
-            if self.on_revoked is not None and self.keysync.is_denied(claims.sub):
-                self.on_revoked(claims.sub)
             return None
         pools = None if key.allowed_pools is None else frozenset(key.allowed_pools)
         return Identity(key.id, MODULE, key.group, pools, dict(key.labels), frozenset(), "key")
