@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,6 +16,7 @@ import httpx
 import pytest
 
 from tests.admin.conftest import BASE, PREFIX, AdminGateway
+from tests.support.certs import make_ca
 from tests.support.gateway import free_port
 
 BUSBAR = str(Path(sys.executable).parent / "busbar")
@@ -161,3 +163,24 @@ def _write(tmp_path: Path, text: str) -> Path:
     p = tmp_path / "config.yaml"
     p.write_text(text)
     return p
+
+
+def test_admin_tls_with_client_ca_serves_mtls_on_an_exposed_address(admin_gateway: Callable[..., AdminGateway],
+                                                                    tmp_path: Path) -> None:
+    ca = make_ca(tmp_path)
+    server = ca.issue(tmp_path, "admin-server")
+    client = ca.issue(tmp_path, "operator", client=True)
+    port = free_port()
+    g = admin_gateway(f"admin_tls: {{ cert: {{ file: {server.cert_path} }}, key: {{ file: {server.key_path} }}, "
+                      f"client_ca: {{ file: {ca.cert_path} }} }}\n",
+                      base=BASE.replace('admin_listen: "127.0.0.1:{admin_port}"', f'admin_listen: "0.0.0.0:{port}"'))
+    ctx = ssl.create_default_context(cafile=str(ca.cert_path))
+    ctx.load_cert_chain(str(client.cert_path), str(client.key_path))
+    r = httpx.get(f"https://127.0.0.1:{port}{PREFIX}/info", verify=ctx, headers={"authorization": f"Bearer {g.token}"})
+    assert (r.status_code, r.json()["admin_api_version"]) == (200, "1.0.0")
+    anonymous = ssl.create_default_context(cafile=str(ca.cert_path))
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"https://127.0.0.1:{port}{PREFIX}/info", verify=anonymous,
+                  headers={"authorization": f"Bearer {g.token}"}).raise_for_status()
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{port}/healthz")

@@ -10,6 +10,7 @@ Usage::
     busbar --print-schema [config|providers]                        # JSON Schema of the config
     busbar route --dry-run --pool P --data @req.json                # how a pool would route it (busbar.routecli)
     busbar hooks test|calibrate --pool P --cases cases.yaml         # score / calibrate its gates
+    busbar admin keys mint --name N [--group G] ...                 # the admin API (busbar.admin.cli)
 
 Files: ``--config`` / ``BUSBAR_CONFIG`` (default ``/etc/busbar/config.yaml``), ``--providers`` /
 ``BUSBAR_PROVIDERS`` (default ``/etc/busbar/providers.yaml`` when it exists, else the catalog
@@ -90,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         from busbar.routecli import hooks_main, route_main
 
         return route_main(argv[1:]) if argv[0] == "route" else hooks_main(argv[1:])
+    if argv[:1] == ["admin"]:                      # busbar admin keys|groups|hooks|audit|usage (busbar.admin.cli)
+        from busbar.admin.cli import main as admin_main
+
+        return admin_main(argv[1:])
     args = _parser().parse_args(argv)
     _setup_logging(args.log_level, args.log_format)
     if args.print_schema:

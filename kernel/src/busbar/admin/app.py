@@ -43,9 +43,13 @@ OPTIONAL_ROUTERS = ("routes_groups", "routes_usage")
 
 
 def _route_path(request: Request) -> str | None:
+    """The matched route's full template (``/api/v1/admin/keys/{key_id}``), or ``None``. Every router
+    is included under :data:`PREFIX`; a route object may carry its path with or without it."""
     route = request.scope.get("route")
     path = getattr(route, "path", None)
-    return path if isinstance(path, str) else None
+    if not isinstance(path, str) or path == "/healthz":
+        return None
+    return path if path.startswith(PREFIX) else PREFIX + path
 
 
 async def authorize(request: Request) -> None:

@@ -41,18 +41,23 @@ class AdminAuth:
 
     Args:
         tokens: the operator tokens of the ``admin-tokens`` entries (resolved secret values,
-            non-blank; validation refused blank ones).
+            non-blank; validation refused blank ones): each proves the principal ``admin-tokens``
+            with ``full``.
         open_admin: ``auth.admin_auth: []``: no authentication at all.
+        scoped: further ``(token, principal name, scopes)`` credentials (a delegated credential with
+            less than ``full``).
     """
 
-    def __init__(self, tokens: list[str], *, open_admin: bool = False) -> None:
-        self._tokens = [t.encode() for t in tokens]
+    def __init__(self, tokens: list[str], *, open_admin: bool = False,
+                 scoped: list[tuple[str, str, frozenset[str]]] | None = None) -> None:
+        self._creds = [(t.encode(), Principal("admin-tokens", frozenset({"full"}))) for t in tokens]
+        self._creds += [(t.encode(), Principal(name, scopes)) for t, name, scopes in scoped or []]
         self.open = open_admin
 
     @property
     def usable(self) -> bool:
-        """Can anyone ever authenticate (open, or at least one token)?"""
-        return self.open or bool(self._tokens)
+        """Can anyone ever authenticate (open, or at least one credential)?"""
+        return self.open or bool(self._creds)
 
     def authenticate(self, credential: str | None) -> Principal | None:
         """The principal ``credential`` proves, or ``None`` (missing, wrong or unknown)."""
@@ -61,7 +66,8 @@ class AdminAuth:
         if credential is None:
             return None
         given = credential.encode()
-        matched = False
-        for token in self._tokens:          # every token compared: time does not say which matched
-            matched |= hmac.compare_digest(given, token)
-        return Principal("admin-tokens", frozenset({"full"})) if matched else None
+        found = None
+        for token, principal in self._creds:   # every token compared: time does not say which matched
+            if hmac.compare_digest(given, token) and found is None:
+                found = principal
+        return found

@@ -1,7 +1,12 @@
-"""``/api/v1/admin/config``: the running config's version, and validation of a posted config.
+"""``/api/v1/admin/config``: the running config's version, validation of a posted config, live apply.
 
 ``GET /config`` answers ``{version, sha256, started_at, path}`` (never the config itself: it holds
-secret references) with the ``sha256`` as ETag. ``POST /config/validate`` runs a posted
+secret references) with the ``sha256`` as ETag. ``POST /config/apply`` (full) re-reads both files
+from disk and applies them live (``busbar.server.apply.ConfigApplier``, what SIGHUP runs): 200
+``{applied, config_version, faults, changed, reload_to_apply}``, or 400 ``invalid_request`` with the
+fault lines when refused (nothing changes); both audited. ``GET /config/versions`` lists the
+retained versions and ``GET /config/diff?from=&to=`` compares two (404 for one no longer
+retained). ``POST /config/validate`` runs a posted
 ``{"config": "<config.yaml text>", "providers": "<providers.yaml text>"?}`` through the boot's own
 pipeline (``busbar.config.load.load_config_text`` with the unsupported-key check, against this
 process's environment) and answers ``{valid, errors, warnings}``: the lines ``busbar --validate``
@@ -15,13 +20,14 @@ import asyncio
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from busbar.admin.context import admin_of
+from busbar.admin.context import admin_of, principal_of
+from busbar.admin.errors import AdminError, error_body
 from busbar.admin.models import ErrorBody
 
 router = APIRouter(tags=["config"])
@@ -71,7 +77,45 @@ async def config_version(request: Request) -> Response:
     ctx = admin_of(request)
     loaded = ctx.gateway.loaded
     digest = hashlib.sha256(loaded.config.model_dump_json().encode()).hexdigest()
-    version = int(ctx.extras.get("config_version", 1))
+    applier = ctx.app_state.applier
+    version = applier.config_version if applier is not None else 1
     body = {"version": version, "sha256": digest, "started_at": int(ctx.app_state.started_at),
             "path": str(Path(loaded.config_path))}
     return JSONResponse(body, headers={"ETag": f'"{digest[:16]}"'})
+
+
+def _applier(request: Request) -> Any:
+    applier = admin_of(request).app_state.applier
+    if applier is None:
+        raise AdminError("not_found", "this process applies no config live")
+    return applier
+
+
+@router.post("/config/apply", responses=_ERRORS, summary="Re-read the config files and apply them live")
+async def apply_config(request: Request) -> Response:
+    ctx = admin_of(request)
+    result = await _applier(request).apply("api")
+    body = result.to_json()
+    principal = principal_of(request).name
+    if not result.applied:
+        await ctx.audit.append("config.apply", f"config/{body['config_version']}", "refused", principal)
+        refused = error_body("invalid_request", "the config on disk was refused; nothing changed: "
+                                                + "; ".join(body["faults"]))
+        return JSONResponse({**refused, **body}, status_code=400)
+    await ctx.audit.append("config.apply", f"config/{body['config_version']}", "ok", principal)
+    return JSONResponse(body)
+
+
+@router.get("/config/versions", responses=_ERRORS, summary="Retained config versions, oldest first")
+async def config_versions(request: Request) -> dict[str, Any]:
+    return {"items": [v.summary() for v in _applier(request).versions], "next_cursor": None}
+
+
+@router.get("/config/diff", responses={**_ERRORS, 404: {"model": ErrorBody}},
+            summary="Key-by-key differences between two retained versions")
+async def config_diff(request: Request, from_: Annotated[int, Query(alias="from", ge=1)],
+                      to: Annotated[int, Query(ge=1)]) -> dict[str, Any]:
+    changes = _applier(request).diff(from_, to)
+    if changes is None:
+        raise AdminError("not_found", f"version {from_} or {to} is no longer retained (see /config/versions)")
+    return {"from": from_, "to": to, "changes": changes}

@@ -2,16 +2,20 @@
 
 ``await start_admin(state, loaded) -> AdminPlane``:
 
-1. the store: ``gw.store`` when the gateway carries one, else a ``MemoryStore`` of the admin plane's
-   own (the ephemeral default);
+1. the store: ``gw.store`` (opened by ``busbar.store.attach.start_store`` before this runs), or a
+   ``MemoryStore`` of the admin plane's own when the gateway carries none;
 2. the audit log on it (``gw.audit``), which records ``boot`` and one ``plugin.load`` per loaded
-   plugin;
+   plugin (the front door notes each refused use of a revoked key there: ``busbar.auth``);
 3. the runtime groups (``gw.runtime_groups``), loaded from the store;
 4. the admin chain (``auth.admin_auth``): ``admin-tokens`` tokens resolved from their secret
    references; ``[]`` = open (a loud warning). When nothing could ever authenticate (the default
    ``[admin-tokens]`` without ``token:``) no listener starts and one line says how to enable it;
 5. the FastAPI app (``busbar.admin.app``) served by uvicorn on ``admin_listen`` from a socket bound
-   here, so a taken port is a clear :class:`AdminStartError` (the process exits 1).
+   here, so a taken port is a clear :class:`AdminStartError` (the process exits 1); with
+   ``admin_tls`` over TLS (``busbar.server.tls``; ``client_ca`` = client certificates required),
+   each handshake capped by ``limits.tls_handshake_timeout_secs``. Under
+   ``--workers N`` only worker 0 serves it (and writes the boot records); every worker keeps the
+   audit log and the runtime groups.
 
 Tokens are signed with ``gw.signing`` when the front door loaded a keyring, else with a keyring
 loaded on the first mint (``busbar.auth.signing.load_keyring``: ``auth.signing_key``, the store,
@@ -26,6 +30,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +46,8 @@ from busbar.admin.principal import AdminAuth
 from busbar.admin.provision import RuntimeGroups
 from busbar.config.schema_base import BUILTIN_ADMIN_MODULE
 from busbar.config.validate_auth import split_hostport
+from busbar.server.listener import ListenerServer
+from busbar.server.workers import worker_index
 
 if TYPE_CHECKING:
     from busbar.auth.signing import Keyring
@@ -57,8 +64,9 @@ class AdminStartError(Exception):
     """The admin plane cannot start (the message is one line naming the key and the fix)."""
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handlers: the data listener's handle SIGINT/SIGTERM."""
+class _Server(ListenerServer):
+    """The admin listener (TLS when ``admin_tls`` is set) without uvicorn's own signal handlers: the
+    data listener's handle SIGINT/SIGTERM."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -129,6 +137,17 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _tls_context(loaded: LoadedConfig, gw: Gateway) -> ssl.SSLContext | None:
+    """``admin_tls`` as a server context (mTLS when it has ``client_ca``), or ``None``."""
+    from busbar.server.tls import TlsError, listener_context
+
+    try:
+        return listener_context(loaded.config.admin_tls, "admin_tls", os.environ,
+                                gw.plugins.current if gw.plugins is not None else None)
+    except TlsError as e:
+        raise AdminStartError("\n".join(e.faults)) from None
+
+
 def _issuer(loaded: LoadedConfig, gw: Gateway, store: Store) -> Any:
     holder: dict[str, Keyring] = {}
 
@@ -136,7 +155,7 @@ def _issuer(loaded: LoadedConfig, gw: Gateway, store: Store) -> Any:
         from busbar.auth.signing import load_keyring
         from busbar.auth.tokens import mint
 
-        keyring: Keyring | None = getattr(gw, "signing", None) or holder.get("k")
+        keyring: Keyring | None = gw.signing or holder.get("k")
         if keyring is None:
             ref = loaded.config.auth.signing_key
             text = _secret(ref, "auth.signing_key", gw) if ref is not None else None
@@ -146,7 +165,7 @@ def _issuer(loaded: LoadedConfig, gw: Gateway, store: Store) -> Any:
         return mint(keyring, sub, exp, generation)
 
     def info() -> dict[str, Any] | None:
-        keyring: Keyring | None = getattr(gw, "signing", None) or holder.get("k")
+        keyring: Keyring | None = gw.signing or holder.get("k")
         if keyring is None:
             return None
         return {"kid": keyring.kid, "algorithm": "ed25519", "public_key": keyring.public_key_b64,
@@ -158,7 +177,7 @@ async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     """Start the admin plane (see the module docstring). Raises :class:`AdminStartError`."""
     gw = state.gateway
     cfg = loaded.config
-    store: Store | None = getattr(gw, "store", None)
+    store: Store | None = gw.store
     owned = None
     if store is None:
         owned = store = MemoryStore()
@@ -166,12 +185,15 @@ async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     audit = AuditLog(store)
     gw.audit = audit
     runtime = RuntimeGroups(store)
+    serving = worker_index() in (None, 0)
     try:
         await runtime.load()
-        await audit.append("boot", f"busbar/{__version__}", "ok", "system")
-        if gw.plugins is not None:
-            for plugin in gw.plugins.current:
-                await audit.append("plugin.load", f"plugin/{plugin.name}@{plugin.manifest.version}", "ok", "system")
+        if serving:
+            await audit.append("boot", f"busbar/{__version__}", "ok", "system")
+            if gw.plugins is not None:
+                for plugin in gw.plugins.current:
+                    await audit.append("plugin.load", f"plugin/{plugin.name}@{plugin.manifest.version}", "ok",
+                                       "system")
     except StoreError as e:
         raise AdminStartError(f"store ({store.backend}): the admin plane cannot read or write it: {e}") from None
     gw.runtime_groups = runtime
@@ -180,6 +202,8 @@ async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     keys = KeyService(store, audit, runtime, lambda: state.gateway.config, issue)
     ctx = AdminContext(app_state=state, store=store, audit=audit, keys=keys, runtime_groups=runtime, auth=auth)
     ctx.extras["signing_info"] = info
+    if not serving:
+        return AdminPlane(ctx, None, None, owned)
     if not auth.usable:
         log.info("admin API off: auth.admin_auth has %s without a token:; set auth.admin_auth: "
                  "[admin-tokens: { token: { env: BUSBAR_ADMIN_TOKEN } }] to serve it on %s",
@@ -192,15 +216,17 @@ async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     if parsed is None:
         raise AdminStartError(f"config.yaml: admin_listen: '{cfg.admin_listen}' is not host:port")
     host, port = parsed
+    tls = _tls_context(loaded, gw)
     sock = _bind(host, port)
     config = uvicorn.Config(create_admin_app(ctx), lifespan="off", access_log=False,
                             log_level=logging.getLogger().getEffectiveLevel())
-    server = _Server(config)
+    server = _Server(config, tls, cfg.limits.tls_handshake_timeout_secs, drain_s=5.0)
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
     if task.done():
         raise AdminStartError(f"config.yaml: admin_listen: the admin API did not start on {cfg.admin_listen}")
     bound = sock.getsockname()
-    log.info("busbar admin API listening on %s:%d", bound[0], bound[1])
+    log.info("busbar admin API listening on %s://%s:%d%s", "https" if tls else "http", bound[0], bound[1],
+             " (client certificates required)" if cfg.admin_tls is not None and cfg.admin_tls.client_ca else "")
     return AdminPlane(ctx, server, task, owned)

@@ -58,8 +58,6 @@ class Unsupported:
 
 #: The keys refused at boot when set to a non-default value (order = doc order = fault order).
 UNSUPPORTED: tuple[Unsupported, ...] = (
-    Unsupported("admin_tls", "TLS for the admin API",
-                "the admin API listens on plain HTTP only (loopback, or admin_insecure: true)"),
     Unsupported("auth.role_bindings.*.*.admin_scope", "an admin scope granted by a role",
                 "role bindings grant data-plane access only; admin credentials come from auth.admin_auth"),
     Unsupported("rate_card.*.per_image_utok", "per-image pricing",
@@ -104,6 +102,7 @@ READERS: dict[str, str] = {
     "auth.role_bindings.*.*.allowed_pools": "auth/roles.py",
     "auth.role_bindings.*.*.group": "auth/roles.py",
     "admin_listen": "admin/server.py",
+    "admin_tls": "admin/server.py",
     "admin_insecure": "config/validate_auth.py",          # the exposure rule; the listener is admin/server.py
     "auth.admin_auth": "admin/server.py",
     "limits.max_keys_per_principal": "admin/keys.py",
