@@ -127,7 +127,6 @@ def test_full_example_names_what_this_build_does_not_support() -> None:
         load_case(case, check_support=True)
     tail = "is not supported in this build; see docs/unsupported-keys.md"
     assert exc.value.faults == [
-        f"config.yaml: observability.otlp_url: 'http://localhost:4318/v1/traces': an OTLP trace exporter {tail}",
         f"config.yaml: observability.request_log_webhook_url: 'https://logs.example.com/busbar': a request-log "
         f"webhook {tail}",
     ]
