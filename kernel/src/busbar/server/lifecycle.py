@@ -38,6 +38,7 @@ import uvicorn
 from busbar.admin.server import AdminStartError, start_admin
 from busbar.auth.boot import FrontDoorBootError, start_front_door
 from busbar.observe.access import access_finisher
+from busbar.observe.sinks import build_sinks
 from busbar.proxy.health import start_probers
 from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
 from busbar.server.app import AppState, create_app
@@ -108,6 +109,10 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
     if tracing is not None:
         tracing.state = state
         state.finishers.append(tracing.finisher)          # spans per request and attempt
+    webhook, logfile = build_sinks(loaded, gateway.metrics)
+    for sink in (webhook, logfile):
+        if sink is not None:
+            state.finishers.append(sink.finisher)          # request-log webhook / JSONL file
     applier = ConfigApplier(state, loaded)
     state.applier = applier
     limits = loaded.config.limits
@@ -175,6 +180,10 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
         gateway = state.gateway
         if tracing is not None:
             await asyncio.to_thread(tracing.shutdown)       # flush queued spans
+        if webhook is not None:
+            await webhook.aclose()
+        if logfile is not None:
+            logfile.close()
         if path is not None:
             save(gateway, path)
         await stop_store(gateway, store_tasks)
