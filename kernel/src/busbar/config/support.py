@@ -82,9 +82,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
 
 #: Keys whose every accepted value is what this build does anyway: key -> why no code is needed.
 NO_EFFECT: dict[str, str] = {
-    "metrics.buffer_seconds": ("the metrics: block turns /metrics on (proxy/gateway.py); every metric is a "
-                               "cumulative counter or a scrape-time gauge, so there is no windowed quantile "
-                               "for buffer_seconds to bound and any window is honoured"),
     "advanced.upstream_http1_only": "the upstream client speaks HTTP/1.1 only, so both values hold",
 }
 
@@ -178,6 +175,7 @@ READERS: dict[str, str] = {
     "limits.upstream_body_max_bytes": "proxy/engine.py",
     "observability.emit_server_timing": "server/dataplane.py",
     "observability.otlp_url": "observe/traces.py",
+    "metrics.buffer_seconds": "proxy/metrics.py",
     "observability.request_log_webhook_url": "observe/sinks.py",
     "observability.max_inflight_webhook_deliveries": "observe/sinks.py",
     "observability.webhook_delivery_timeout_secs": "observe/sinks.py",

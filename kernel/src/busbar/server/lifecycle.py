@@ -106,6 +106,7 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
     state = AppState(gateway=gateway, started_at=time.time())
     state.finishers.append(metering_finisher(gateway))    # per-request metering into gw.flusher
     state.finishers.append(access_finisher)              # one busbar.access line per request
+    state.finishers.append(lambda rec: state.gateway.metrics.finished(rec, state.gateway))  # latency, tokens
     if tracing is not None:
         tracing.state = state
         state.finishers.append(tracing.finisher)          # spans per request and attempt
@@ -116,7 +117,10 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
     applier = ConfigApplier(state, loaded)
     state.applier = applier
     limits = loaded.config.limits
-    config = uvicorn.Config(create_app(state), host=host, port=port, lifespan="off", access_log=False,
+    app = create_app(state)
+    if gateway.metrics.enabled:
+        gateway.metrics.inbound = lambda: app.inflight      # type: ignore[attr-defined]
+    config = uvicorn.Config(app, host=host, port=port, lifespan="off", access_log=False,
                             log_level=logging.getLogger().getEffectiveLevel(),
                             http=protocol_class(limits.header_read_timeout_secs),
                             timeout_keep_alive=limits.keep_alive_timeout_secs)
