@@ -51,7 +51,8 @@ def test_defaults_are_the_documented_ones() -> None:
     assert StoreConfig().model_dump() == {"module": "memory", "settings": {}}
     assert ObservabilityConfig().model_dump() == {
         "otlp_url": None, "request_log_webhook_url": None, "emit_server_timing": False,
-        "max_inflight_webhook_deliveries": 64, "webhook_delivery_timeout_secs": 2}
+        "max_inflight_webhook_deliveries": 64, "webhook_delivery_timeout_secs": 2,
+        "request_log_file": None, "request_log_rotate_mb": 100}
     assert SecurityConfig().model_dump() == {"blocked_metadata_hosts": [], "allow_metadata_hosts": [],
                                              "allow_all_metadata": False}
     cfg = DeploymentConfig.model_validate({"providers": {}, "models": {}})

@@ -94,6 +94,11 @@ class ObservabilityConfig(Strict):
     """Webhook deliveries in flight before new ones are dropped (sized at the first delivery). ≥ 1."""
     webhook_delivery_timeout_secs: int = 2
     """Per-delivery timeout, in seconds. ≥ 1."""
+    request_log_file: str | None = None
+    """Busbar (Python) extension: append one JSON line per completed request to this file (the webhook's
+    document; docs/operations.md#request-log-sinks)."""
+    request_log_rotate_mb: int = 100
+    """Busbar (Python) extension: rotate request_log_file at this many MiB (keeps 5 rotated files). ≥ 1."""
 
 
 class MetricsConfig(Strict):

@@ -69,12 +69,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("rate_card.*.per_search_unit_utok", "per-search-unit rerank pricing",
                 "no cost ledger is kept; rerank usage is normalised but nothing charges it yet "
                 "(docs/beyond-chat.md#usage)"),
-    Unsupported("observability.request_log_webhook_url", "a request-log webhook",
-                "no request log is delivered"),
-    Unsupported("observability.max_inflight_webhook_deliveries", "webhook delivery tuning",
-                "no request log is delivered"),
-    Unsupported("observability.webhook_delivery_timeout_secs", "webhook delivery tuning",
-                "no request log is delivered"),
     Unsupported("advanced.rate_sweep_interval", "rate-window sweep tuning", "no rate-limit windows are kept"),
     Unsupported("advanced.worker_threads", "a worker thread count",
                 "the gateway runs one event loop; run more processes to use more cores"),
@@ -84,9 +78,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
 
 #: Keys whose every accepted value is what this build does anyway: key -> why no code is needed.
 NO_EFFECT: dict[str, str] = {
-    "metrics.buffer_seconds": ("the metrics: block turns /metrics on (proxy/gateway.py); every metric is a "
-                               "cumulative counter or a scrape-time gauge, so there is no windowed quantile "
-                               "for buffer_seconds to bound and any window is honoured"),
     "advanced.upstream_http1_only": "the upstream client speaks HTTP/1.1 only, so both values hold",
 }
 
@@ -182,6 +173,12 @@ READERS: dict[str, str] = {
     "limits.upstream_body_max_bytes": "proxy/engine.py",
     "observability.emit_server_timing": "server/dataplane.py",
     "observability.otlp_url": "observe/traces.py",
+    "metrics.buffer_seconds": "proxy/metrics.py",
+    "observability.request_log_webhook_url": "observe/sinks.py",
+    "observability.max_inflight_webhook_deliveries": "observe/sinks.py",
+    "observability.webhook_delivery_timeout_secs": "observe/sinks.py",
+    "observability.request_log_file": "observe/sinks.py",
+    "observability.request_log_rotate_mb": "observe/sinks.py",
     "plugins.enabled": "loader/pipeline.py",
     "plugins.dir": "loader/pipeline.py",
     "plugins.trust.publishers": "config/schema_plugins.py",   # PluginTrust.key_for (loader/verify.py)

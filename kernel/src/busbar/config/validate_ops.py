@@ -50,9 +50,12 @@ def check(ctx: Any) -> None:
     if obs.request_log_webhook_url is not None:
         ctx.url(obs.request_log_webhook_url, "observability.request_log_webhook_url", allow_private=False,
                 require_https=True)
-    for name, default in (("max_inflight_webhook_deliveries", 64), ("webhook_delivery_timeout_secs", 2)):
+    for name, default in (("max_inflight_webhook_deliveries", 64), ("webhook_delivery_timeout_secs", 2),
+                          ("request_log_rotate_mb", 100)):
         if getattr(obs, name) < 1:
             ctx.err(f"observability.{name}", f"must be ≥ 1 (default {default})")
+    if obs.request_log_file is not None and not obs.request_log_file.strip():
+        ctx.err("observability.request_log_file", "is empty; give a file path (or omit the key)")
     if cfg.metrics is not None and cfg.metrics.buffer_seconds < 1:
         ctx.err("metrics.buffer_seconds", "must be ≥ 1 (seconds of observations to retain, e.g. 60)")
     if cfg.security.allow_all_metadata:

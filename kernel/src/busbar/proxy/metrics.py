@@ -1,4 +1,5 @@
-"""Prometheus metrics of the request path (prometheus-client, one registry per gateway).
+"""Prometheus metrics of the request path (prometheus-client, one registry per process: a config apply
+hands it to the new gateway, ``Metrics.follow``).
 
 Opt-in (docs/config-at-a-glance.md#metrics): with no ``metrics:`` block, ``NullMetrics`` records nothing and
 ``/metrics`` is not mounted. Counters:
@@ -11,6 +12,19 @@ Opt-in (docs/config-at-a-glance.md#metrics): with no ``metrics:`` block, ``NullM
 - ``busbar_failovers_total{pool,reason}``  reason: attempt_timeout | connect | timeout | the class
 - ``busbar_breaker_trips_total{pool,lane}``
 - ``busbar_route_policy_selections_total{policy,pool}`` / ``busbar_route_policy_rejections_total{policy,pool,status}``
+
+Latency and tokens (recorded when a request finishes, ``Metrics.finished``; a
+``busbar.proxy.record.RequestRecord`` finisher):
+
+- ``busbar_request_duration_seconds{ingress_protocol,pool}`` histogram, arrival to the reply's end
+- ``busbar_request_ttfb_seconds{ingress_protocol,pool}`` histogram, to the response head (a stream's
+  first byte: the time to first token as the client sees it)
+- ``busbar_request_latency_window_seconds{ingress_protocol,pool,quantile}`` summary whose 0.5 / 0.9 /
+  0.99 quantiles cover the last ``metrics.buffer_seconds`` (``_sum`` / ``_count`` cumulative;
+  ``busbar.observe.window``)
+- ``busbar_upstream_attempt_duration_seconds{lane}`` histogram, each upstream attempt
+- ``busbar_tokens_total{pool,model,direction}`` direction: input | output; model: the lane that served
+- ``busbar_inbound_inflight`` gauge, data-plane requests in progress
 
 Scrape-time gauges (side-effect free; they never take a half-open probe):
 ``busbar_lane_state{pool,lane}`` (0 closed, 1 half-open, 2 open), ``busbar_lane_inflight{lane}``,
@@ -26,17 +40,22 @@ Source: docs/config-at-a-glance.md#metrics, docs/config-at-a-glance.md#limits
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from busbar.observe.window import WindowedSummary
 from busbar.proxy.breaker import CLOSED, HALF_OPEN, OPEN
 
 if TYPE_CHECKING:
     from busbar.proxy.gateway import Gateway
+    from busbar.proxy.record import RequestRecord
+
+_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+"""Latency histogram buckets (seconds): from a cached reply to a long generation."""
 
 _STATE_VALUE = {CLOSED: 0, HALF_OPEN: 1, OPEN: 2}
 
@@ -53,6 +72,7 @@ class NullMetrics:
     def trip(self, pool: str, lane: str) -> None: ...
     def policy_selection(self, policy: str, pool: str) -> None: ...
     def policy_rejection(self, policy: str, pool: str, status: int) -> None: ...
+    def finished(self, record: RequestRecord, gateway: Gateway) -> None: ...
 
     def render(self) -> bytes:
         """Nothing is recorded: the empty exposition (``/metrics`` is not served while disabled)."""
@@ -79,6 +99,21 @@ class Metrics(NullMetrics):
         self._rej = Counter("busbar_route_policy_rejections", "Gate rejections by policy",
                             ["policy", "pool", "status"], registry=r)
         r.register(_LaneCollector(gateway))
+        window = gateway.config.metrics.buffer_seconds if gateway.config.metrics is not None else 60
+        self._latency = Histogram("busbar_request_duration_seconds", "Request latency, arrival to the reply's end",
+                                  ["ingress_protocol", "pool"], buckets=_BUCKETS, registry=r)
+        self._ttfb = Histogram("busbar_request_ttfb_seconds", "Time to the response head (a stream's first byte)",
+                               ["ingress_protocol", "pool"], buckets=_BUCKETS, registry=r)
+        self._upstream = Histogram("busbar_upstream_attempt_duration_seconds", "Upstream attempt latency per lane",
+                                   ["lane"], buckets=_BUCKETS, registry=r)
+        self._tokens = Counter("busbar_tokens", "Tokens by pool, model (the lane that served) and direction",
+                               ["pool", "model", "direction"], registry=r)
+        self._window = WindowedSummary("busbar_request_latency_window_seconds",
+                                       f"Request latency quantiles over the last {window} s (metrics.buffer_seconds)",
+                                       ["ingress_protocol", "pool"], window)
+        r.register(self._window)
+        self.inbound: Callable[[], int] = lambda: 0
+        r.register(_InboundCollector(self))
 
     def request(self, proto: str, pool: str, outcome: str) -> None:
         self._requests.labels(proto, pool, outcome).inc()
@@ -100,6 +135,28 @@ class Metrics(NullMetrics):
 
     def policy_rejection(self, policy: str, pool: str, status: int) -> None:
         self._rej.labels(policy, pool, str(status)).inc()
+
+    def finished(self, record: RequestRecord, gateway: Gateway) -> None:
+        """Record a finished request: latency and TTFB histograms, the windowed latency summary,
+        upstream attempt latency per lane, tokens. Label values are configured names only."""
+        pool = record.pool if record.pool is not None else ""
+        proto = record.ingress
+        ended = record.ended if record.ended is not None else record.started
+        latency = ended - record.started
+        self._latency.labels(proto, pool).observe(latency)
+        self._window.observe((proto, pool), latency)
+        if record.first_byte is not None:
+            self._ttfb.labels(proto, pool).observe(record.first_byte - record.started)
+        for note in record.attempts:
+            if note.ended is not None:
+                self._upstream.labels(_lane_label(gateway, note.lane)).observe(note.ended - note.started)
+        if record.lane is not None:
+            usage = record.usage
+            model = _lane_label(gateway, record.lane)
+            if usage.input_tokens:
+                self._tokens.labels(pool, model, "input").inc(usage.input_tokens)
+            if usage.output_tokens:
+                self._tokens.labels(pool, model, "output").inc(usage.output_tokens)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
@@ -134,6 +191,25 @@ class _Registry(CollectorRegistry):
     def unregister(self, collector: Collector) -> None:
         super().unregister(collector)
         self.collectors.remove(collector)
+
+
+def _lane_label(gateway: Gateway, lane: str) -> str:
+    """A configured lane's name, or ``"adhoc"`` (an ad-hoc lane's name carries a client-chosen model)."""
+    return lane if lane in gateway.lanes else "adhoc"
+
+
+class _InboundCollector:
+    """``busbar_inbound_inflight``: data-plane requests in progress (``Metrics.inbound``)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("busbar_inbound_inflight", "Data-plane requests in progress (inbound concurrency)",
+                                value=self.metrics.inbound())
 
 
 class _LaneCollector:

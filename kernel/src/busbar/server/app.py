@@ -6,7 +6,8 @@ how a reload applies (the data plane reads it per request).
 FastAPI routes: ``GET /healthz`` (``ok`` / 503 ``no usable lanes``: any lane usable in any cell;
 ``?pool=<name>``: ``ok`` / 503 ``no usable lanes in pool '<name>'`` (no member usable in that pool's
 cells) / 404 ``no pool named '<name>'``; reads never take a breaker probe), ``GET /v1/models``
-(OpenAI list shape: pools then models), and a catch-all that answers unknown routes with a
+(OpenAI list shape: pools then models), ``GET /stats`` (per-lane JSON snapshot scoped to the
+caller's allowed pools: ``busbar.server.stats``), and a catch-all that answers unknown routes with a
 native-envelope 404 (Anthropic shape under ``/v1/messages`` paths, else OpenAI's).
 
 Source: docs/configuration.md.
@@ -25,6 +26,7 @@ from busbar.proto.base import ErrorKind
 from busbar.proto.registry import get_dialect
 from busbar.server.dataplane import DataPlane
 from busbar.server.routes import dialect_for_unknown, match
+from busbar.server.stats import stats_reply
 
 if TYPE_CHECKING:
     from busbar.proxy.gateway import Gateway
@@ -70,6 +72,11 @@ def create_app(state: AppState) -> DataPlane:
                                                        "metrics are disabled: add a metrics: block")
             return Response(body, status_code=st, headers=headers)
         return Response(m.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @api.get("/stats")
+    async def stats(request: Request) -> Response:        # per-lane snapshot (busbar.server.stats)
+        reply = await stats_reply(state, request.headers)
+        return Response(reply.body, status_code=reply.status, headers=reply.headers)
 
     @api.get("/v1/models")
     async def models() -> Response:

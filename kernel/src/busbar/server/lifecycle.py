@@ -38,6 +38,7 @@ import uvicorn
 from busbar.admin.server import AdminStartError, start_admin
 from busbar.auth.boot import FrontDoorBootError, start_front_door
 from busbar.observe.access import access_finisher
+from busbar.observe.sinks import build_sinks
 from busbar.proxy.health import start_probers
 from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
 from busbar.server.app import AppState, create_app
@@ -105,13 +106,21 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
     state = AppState(gateway=gateway, started_at=time.time())
     state.finishers.append(metering_finisher(gateway))    # per-request metering into gw.flusher
     state.finishers.append(access_finisher)              # one busbar.access line per request
+    state.finishers.append(lambda rec: state.gateway.metrics.finished(rec, state.gateway))  # latency, tokens
     if tracing is not None:
         tracing.state = state
         state.finishers.append(tracing.finisher)          # spans per request and attempt
+    webhook, logfile = build_sinks(loaded, gateway.metrics)
+    for sink in (webhook, logfile):
+        if sink is not None:
+            state.finishers.append(sink.finisher)          # request-log webhook / JSONL file
     applier = ConfigApplier(state, loaded)
     state.applier = applier
     limits = loaded.config.limits
-    config = uvicorn.Config(create_app(state), host=host, port=port, lifespan="off", access_log=False,
+    app = create_app(state)
+    if gateway.metrics.enabled:
+        gateway.metrics.inbound = lambda: app.inflight      # type: ignore[attr-defined]
+    config = uvicorn.Config(app, host=host, port=port, lifespan="off", access_log=False,
                             log_level=logging.getLogger().getEffectiveLevel(),
                             http=protocol_class(limits.header_read_timeout_secs),
                             timeout_keep_alive=limits.keep_alive_timeout_secs)
@@ -175,6 +184,10 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
         gateway = state.gateway
         if tracing is not None:
             await asyncio.to_thread(tracing.shutdown)       # flush queued spans
+        if webhook is not None:
+            await webhook.aclose()
+        if logfile is not None:
+            logfile.close()
         if path is not None:
             save(gateway, path)
         await stop_store(gateway, store_tasks)
