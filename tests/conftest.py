@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 _E2E_DIRS = ("e2e", "cli", "mock_provider", "plugins", "plugins_firstparty", "fleet", "ops", "operations", "auth",
-             "admin")
+             "admin", "router")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

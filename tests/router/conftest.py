@@ -17,6 +17,7 @@ KEY = generate_signing_key()
 #: key -> (project dir, manifest name, alias, needs_prompt, needs_user)
 PROJECTS = {
     "rules": ("busbar-rules-hook", "busbar-rules", "ro", "ro", "busbar_rules_hook"),
+    "ai": ("busbar-ai-router-hook", "busbar-ai-router", "ro", "ro", "busbar_ai_router_hook"),
 }
 
 

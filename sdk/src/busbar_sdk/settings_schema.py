@@ -19,6 +19,14 @@ keyword (value ``true``)    meaning
                             by model name or tag; the kernel refuses any other name (a ref in
                             ``global_hooks`` has no pool: not checked). :func:`member_names` walks
                             the settings for them.
+``x-busbar-within-timeout`` on a top-level ``"type": "integer"`` property (milliseconds): the
+                            gate's ``timeout_ms`` must be at least this value (its ``default`` when
+                            the setting is absent): a plugin's own time budget for one decision
+                            must fit in the deadline the kernel gives it. :func:`deadline_settings`.
+``x-busbar-status-metrics`` at the schema's top level (value ``true``): the kernel exports the
+                            counters, gauges and quantiles this plugin reports in its ``status``
+                            reply on ``/metrics`` as ``busbar_<name>{hook, <labels>}`` (read at
+                            scrape time). :func:`exports_status_metrics`.
 ==========================  ======================================================================
 
 A property named in the schema's top-level ``required`` must be present in ``settings:``.
@@ -39,11 +47,14 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "NO_RULES", "POOL_MEMBER_KEYWORD", "SettingsRules",
+           "STATUS_METRICS_KEYWORD", "WITHIN_TIMEOUT_KEYWORD", "deadline_settings", "exports_status_metrics",
            "member_names", "settings_rules"]
 
 EGRESS_URL_KEYWORD = "x-busbar-egress-url"
 EGRESS_ALLOW_KEYWORD = "x-busbar-egress-allow"
 POOL_MEMBER_KEYWORD = "x-busbar-pool-member"
+WITHIN_TIMEOUT_KEYWORD = "x-busbar-within-timeout"
+STATUS_METRICS_KEYWORD = "x-busbar-status-metrics"
 
 
 @dataclass(frozen=True)
@@ -143,3 +154,27 @@ def _walk_members(node: Any, value: Any, path: str, out: list[tuple[str, str]]) 
     if isinstance(items, Mapping) and isinstance(value, list):
         for i, item in enumerate(value):
             _walk_members(items, item, f"{path}[{i}]", out)
+
+
+def deadline_settings(schema: str | Mapping[str, Any] | None, settings: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """``(key, milliseconds)`` of every top-level ``x-busbar-within-timeout`` setting: the configured
+    value, else the schema's ``default``; values that are not integers are skipped."""
+    if schema is None:
+        return []
+    node = json.loads(schema) if isinstance(schema, str) else schema
+    props = node.get("properties") if isinstance(node, Mapping) else None
+    out: list[tuple[str, int]] = []
+    for key, sub in (props or {}).items():
+        if isinstance(sub, Mapping) and sub.get(WITHIN_TIMEOUT_KEYWORD) is True:
+            v = settings.get(key, sub.get("default"))
+            if type(v) is int:
+                out.append((key, v))
+    return out
+
+
+def exports_status_metrics(schema: str | Mapping[str, Any] | None) -> bool:
+    """Does the schema declare ``x-busbar-status-metrics: true`` at its top level?"""
+    if schema is None:
+        return False
+    node = json.loads(schema) if isinstance(schema, str) else schema
+    return isinstance(node, Mapping) and node.get(STATUS_METRICS_KEYWORD) is True

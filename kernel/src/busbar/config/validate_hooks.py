@@ -54,11 +54,13 @@ def _settings(ctx: Any, path: str, ref: HookRef, *, in_global: bool) -> None:
     from busbar.security.egress import settings_faults
 
     schema = schema_of(ref.module)
-    if not in_global:
-        from busbar.hooks.check import member_faults
+    from busbar.hooks.check import deadline_faults, member_faults
 
+    if not in_global:
         for where, text in member_faults(schema, ref.settings, ctx.cfg, path):
             ctx.err(where, text)
+    for where, text in deadline_faults(schema, ref.settings, ref.timeout_ms, path):
+        ctx.err(where, text)
     rules = settings_rules(schema)
     if rules.required or rules.egress_urls:
         for where, text in settings_faults(rules, ref.settings, module=ref.module, path=path, policy=ctx.policy):

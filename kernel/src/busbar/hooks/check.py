@@ -30,7 +30,8 @@ from busbar.hooks.strategies import STRATEGIES
 
 TERMINALS = ("nothing", "weighted", "first", "reject")
 
-__all__ = ["TERMINALS", "check", "iter_refs", "kind_of", "member_faults", "resolve_fallback"]
+__all__ = ["TERMINALS", "check", "iter_refs", "kind_of", "deadline_faults", "member_faults",
+           "resolve_fallback"]
 
 
 def kind_of(ref: Any, *, in_global: bool) -> str:
@@ -114,14 +115,30 @@ def _check_ref(cfg: Any, plugins: Any, path: str, ref: Any, in_global: bool, err
                                 f"strategy name, or {{ hook: {oe} }} for a named fallback")
     if plugin is not None and plugin.kind == "hook":
         _check_settings(cfg, path, ref, plugin, err)
-        if not in_global:
-            _check_members(cfg, path, ref, plugin, err)
+        _check_schema_refs(cfg, path, ref, plugin, err, in_global=in_global)
 
 
-def _check_members(cfg: Any, path: str, ref: Any, plugin: Any, err: Any) -> None:
+def _check_schema_refs(cfg: Any, path: str, ref: Any, plugin: Any, err: Any, *, in_global: bool) -> None:
+    """Pool-member names (pool refs only) and deadlines the plugin's settings schema marks."""
     schema = getattr(getattr(plugin, "manifest", None), "settings_schema", None)
-    for where, text in member_faults(schema, ref.settings, cfg, path):
+    if not in_global:
+        for where, text in member_faults(schema, ref.settings, cfg, path):
+            err(where, text)
+    for where, text in deadline_faults(schema, ref.settings, ref.timeout_ms, path):
         err(where, text)
+
+
+def deadline_faults(schema: Any, settings: Any, timeout_ms: int, path: str) -> list[tuple[str, str]]:
+    """``(key path, text)`` when a ``x-busbar-within-timeout`` setting of the ref at ``path`` does not
+    fit in its ``timeout_ms``."""
+    from busbar_sdk.settings_schema import deadline_settings
+
+    if not isinstance(schema, (str, dict)) or not isinstance(settings, dict):
+        return []
+    return [(f"{path}.timeout_ms", f"{timeout_ms} ms is below settings.{key} ({ms} ms): the gate's deadline must "
+                                   f"cover the plugin's own time budget; set timeout_ms to at least {ms} or lower "
+                                   f"settings.{key}")
+            for key, ms in deadline_settings(schema, settings) if ms > timeout_ms]
 
 
 def member_faults(schema: Any, settings: Any, cfg: Any, path: str) -> list[tuple[str, str]]:

@@ -24,6 +24,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from busbar_sdk.settings_schema import exports_status_metrics
 from busbar_sdk.wire import MODEL_TAG_PREFIX
 
 from busbar.faults import FaultList
@@ -140,6 +141,7 @@ class _Builder:
             instance = plugin.open(ref.settings, prompt=ref.prompt, user=ref.user)
             f = HookFacade(ref.module, instance, prompt=instance.grant.prompt, user=instance.grant.user,
                            settings=ref.settings)
+            f.exports_status = exports_status_metrics(getattr(plugin.manifest, "settings_schema", None))
             self.facades[key] = f
         return f
 

@@ -105,6 +105,9 @@ class HookFacade:
         #: Set to a dict by a dry run (``busbar route --dry-run``): each ``decide`` reply's ``explain``
         #: object (what a router says about its decision; ignored by the request path), by request_id.
         self.explained: dict[str, Any] | None = None
+        #: The plugin's manifest declares ``x-busbar-status-metrics``: its ``status`` metrics are
+        #: exported on ``/metrics`` (``busbar.hooks.metrics``).
+        self.exports_status = False
 
     # ------------------------------------------------------------------ request path
 

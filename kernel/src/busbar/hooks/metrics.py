@@ -9,6 +9,10 @@
 - ``busbar_gate_shadow_verdicts_total{gate,arm}``: what ``shadow: true`` gates answered (never
   applied); ``arm``: abstain | reject | restrict | order | rewrite | a failure reason.
 
+- ``busbar_<name>{hook,<labels>}``: the counters, gauges and quantiles a plugin whose manifest
+  declares ``x-busbar-status-metrics`` reports in its ``status`` reply, read at scrape time
+  (``STATUS_TIMEOUT_S`` per hook; a hook that does not answer in time is skipped for that scrape).
+
 The route-policy counters (``busbar_route_policy_selections_total``,
 ``busbar_route_policy_rejections_total``) live with the request metrics (``busbar.proxy.metrics``).
 
@@ -16,14 +20,17 @@ The route-policy counters (``busbar_route_policy_selections_total``,
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 if TYPE_CHECKING:
     from busbar.proxy.context import GatewayContext
 
-__all__ = ["HookCollector"]
+__all__ = ["STATUS_TIMEOUT_S", "HookCollector", "status_families"]
+
+#: How long one scrape waits for a plugin's ``status`` reply (s).
+STATUS_TIMEOUT_S = 0.25
 
 
 class HookCollector:
@@ -71,3 +78,47 @@ class HookCollector:
         yield tap_fail
         yield latency
         yield shadow
+        if engine is not None:
+            yield from status_families([f for f in engine.facades if f.exports_status])
+
+
+def status_families(facades: list[Any]) -> list[Metric]:
+    """Prometheus families of the ``status`` metrics of ``facades`` (see the module docstring):
+    ``counter`` entries as counters (``_total`` dropped from the family name, the client adds it
+    back), ``gauge`` entries as gauges, ``quantiles`` as a gauge with a ``quantile`` label. Several
+    instances of one hook report under the same ``hook`` label: counters add up, gauges keep the
+    largest value."""
+    kinds: dict[tuple[str, tuple[str, ...]], tuple[str, str]] = {}
+    values: dict[tuple[str, tuple[str, ...]], dict[tuple[str, ...], float]] = {}
+
+    def put(name: str, kind: str, help_text: str, labels: dict[str, str], value: float) -> None:
+        key = (name, tuple(labels))
+        kinds.setdefault(key, (kind, help_text))
+        series = values.setdefault(key, {})
+        lv = tuple(labels.values())
+        old = series.get(lv)
+        series[lv] = value if old is None else (old + value if kind == "counter" else max(old, value))
+
+    for f in facades:
+        report = f.status(timeout_s=STATUS_TIMEOUT_S)
+        if report is None:
+            continue
+        for m in report.metrics:
+            labels = {"hook": f.name, **m.get("labels", {})}
+            base = "busbar_" + str(m["name"])
+            kind = m.get("type")
+            help_text = str(m.get("help", ""))
+            if "quantiles" in m:
+                for q, v in m["quantiles"].items():
+                    put(base, "gauge", help_text, {**labels, "quantile": str(q)}, float(v))
+            elif kind in ("counter", "gauge") and "value" in m:
+                put(base.removesuffix("_total") if kind == "counter" else base, str(kind), help_text, labels,
+                    float(m["value"]))
+    out: list[Metric] = []
+    for (name, keys), (kind, help_text) in kinds.items():
+        fam = (CounterMetricFamily(name, help_text, labels=list(keys)) if kind == "counter"
+               else GaugeMetricFamily(name, help_text, labels=list(keys)))
+        for lv, v in values[(name, keys)].items():
+            fam.add_metric(list(lv), v)
+        out.append(fam)
+    return out

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import math
 import os
 import sys
@@ -49,6 +50,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-model", action="store_true",
                    help="routers that would call a model serve from their fallback chain instead")
+
+
+def _quiet() -> None:
+    """Per-decision INFO lines (the AI router logs each one) would drown the report: warnings only."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(logging.WARNING)
 
 
 def _fail(faults: list[str]) -> int:
@@ -75,6 +82,7 @@ def route_main(argv: list[str]) -> int:
     p.add_argument("--protocol", default="openai", help="the request's protocol (default openai)")
     _common(p)
     args = p.parse_args(argv)
+    _quiet()
     if args.no_model:
         os.environ["BUSBAR_ROUTER_NO_MODEL"] = "1"
     try:
@@ -219,6 +227,7 @@ def hooks_main(argv: list[str]) -> int:
     c.add_argument("--write", action="store_true", help="write settings.temperature into the config file")
     _common(c)
     args = p.parse_args(argv)
+    _quiet()
     if args.no_model:
         os.environ["BUSBAR_ROUTER_NO_MODEL"] = "1"
     try:

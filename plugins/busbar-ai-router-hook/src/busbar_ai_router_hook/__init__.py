@@ -1,0 +1,279 @@
+"""busbar-ai-router-hook: a gate that asks a model which pool members should serve a request.
+
+docs/router.md#busbar-ai-router-hook. ``engine: decision`` (the default and, in this build, the only
+engine): a local embedding model scores the request's *state* against each candidate's description
+and examples and turns the scores into probabilities with a temperature (:mod:`._decision`); no
+network. Per ``decide``:
+
+1. ``when`` (CEL over ``req``) false, the ``prompt: ro`` grant missing, or ``BUSBAR_ROUTER_NO_MODEL``
+   set (``busbar route --dry-run --no-model``): the model step is skipped (counted in
+   ``router_skipped_total``) and the fallback chain serves.
+2. The state (:mod:`._state`: redacted, cut to ``state.max_bytes``) is looked up in the decision
+   cache (key: a hash of the state, or ``cache.key``, a CEL expression over ``req``); a miss spends
+   the budget (over budget: the fallback chain serves, reason ``budget``) and runs the model; a model
+   step longer than ``timeout`` ms is discarded (reason ``timeout``), an exception too (``error``).
+3. ``multi: false``: the top candidate wins when its probability is at least ``min_confidence`` and
+   leads the runner-up by at least ``min_margin``: ``order`` (every candidate by probability, top
+   first). ``multi: true``: ``restrict`` to every candidate at or over ``min_confidence``.
+   Otherwise low confidence: ``on_low_confidence`` (ordered first), or with
+   ``fallback_on_low_confidence: true`` (or neither set) the fallback chain, reason ``low_confidence``.
+4. The fallback chain: each ``fallback[i]`` rules configuration in order (``match: first`` orders,
+   ``all`` restricts; one that chooses nothing hands over with reason ``no_choice``), ending in the
+   pool's SWRR (the gate abstains). Every hop is counted in ``router_fallback_total{pool,from,to,reason}``.
+
+The reply carries an ``explain`` object next to its arm (ignored by the request path; shown by
+``busbar route --dry-run`` and scored by ``busbar hooks test``/``calibrate``): engine, model, scores,
+probabilities, temperature, confidence, verdict, served_by, hops, cached. Each decision is also
+logged (logger ``busbar.router``, INFO). ``status`` reports the counters and the decision latency.
+
+Source: docs/router.md#busbar-ai-router-hook, docs/hooks.md#what-a-gate-may-answer.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter, deque
+from importlib import resources
+from typing import Any
+
+import pluggy
+from busbar_sdk.rules import activation, holds, reply_for, req_object
+
+from busbar_ai_router_hook._decision import MODEL_ID, DecisionEngine
+from busbar_ai_router_hook._guards import Budget, DecisionCache
+from busbar_ai_router_hook._settings import Settings, SettingsError, parse
+from busbar_ai_router_hook._state import build_state, state_bytes, state_text
+
+__all__ = ["SETTINGS_SCHEMA", "AiRouter", "busbar_abi", "busbar_call", "busbar_open", "busbar_plugin_kind"]
+__version__ = "1.5.0"
+
+hookimpl = pluggy.HookimplMarker("busbar")
+log = logging.getLogger("busbar.router")
+
+SETTINGS_SCHEMA: dict[str, Any] = json.loads(
+    resources.files("busbar_ai_router_hook").joinpath("settings_schema.json").read_text("utf-8"))
+NO_MODEL_ENV = "BUSBAR_ROUTER_NO_MODEL"
+
+
+class _Compiled:
+    """Settings plus what is built from them (engine prototypes, cache, budget)."""
+
+    def __init__(self, settings: Settings):
+        self.s = settings
+        self.engine = DecisionEngine([(c.name, c.description, c.examples) for c in settings.candidates])
+        self.cache = DecisionCache(settings.cache_size, settings.cache_ttl_s)
+        self.budget = Budget(settings.max_calls_per_minute, settings.max_tokens_per_hour)
+
+
+class AiRouter:
+    """One configured instance (see the module docstring)."""
+
+    def __init__(self, settings: dict[str, Any]):
+        try:
+            self.c = _Compiled(parse(settings))
+        except SettingsError as e:
+            raise ValueError(f"busbar-ai-router-hook: {e}") from None
+        self.settings = dict(settings)
+        self.settings_version = 0
+        self.lock = threading.Lock()
+        self.fallbacks: Counter[tuple[str, str, str, str]] = Counter()
+        self.skipped: Counter[tuple[str, str]] = Counter()
+        self.served: Counter[str] = Counter()
+        self.cache_hits: Counter[str] = Counter()
+        self.latency_us: deque[float] = deque(maxlen=1024)
+
+    # ------------------------------------------------------------------ decide
+
+    def decide(self, payload: dict[str, Any]) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        c = self.c
+        s = c.s
+        request = payload.get("request") or {}
+        cands = payload.get("candidates") or []
+        pool = str(request.get("pool", ""))
+        explain: dict[str, Any] = {"engine": s.engine, "model": MODEL_ID}
+        req = req_object(request, cands)
+        act = activation(req)
+        reason: str | None = None
+        reply: dict[str, Any] = {}
+        if os.environ.get(NO_MODEL_ENV):
+            reason = "no_model"
+        elif s.when is not None and not holds(s.when, act):
+            reason = "when_false"
+        elif "messages" not in request:
+            reason = "no_prompt"
+        if reason is not None:
+            with self.lock:
+                self.skipped[(pool, reason)] += 1
+            explain["skipped"] = reason
+        else:
+            reason, reply = self._model_step(pool, request, act, explain, cands)
+        if reason is None:
+            served = explain["served_by"]
+        else:
+            reply, served = self._fallback(pool, reason, act, cands, explain)
+        elapsed = (time.perf_counter() - t0) * 1e6
+        with self.lock:
+            self.served[served] += 1
+            self.latency_us.append(elapsed)
+        explain["served_by"] = served
+        log.info("ai router decision: pool=%s served_by=%s confidence=%s probabilities=%s hops=%s", pool, served,
+                 explain.get("confidence"), explain.get("probabilities"), explain.get("hops", []))
+        return {**reply, "explain": explain}
+
+    def _model_step(self, pool: str, request: dict[str, Any], act: Any, explain: dict[str, Any],
+                    cands: list[dict[str, Any]]) -> tuple[str | None, dict[str, Any]]:
+        """Run (or reuse) the model; ``(None, reply)`` when it served, ``(reason, {})`` otherwise."""
+        c = self.c
+        s = c.s
+        try:
+            state = build_state(request, s.redact, s.max_bytes)
+            if s.cache_key is not None:
+                v = s.cache_key.eval(act)
+                key = str(v.value())
+            else:
+                key = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
+            scores = c.cache.get(key)
+            if scores is not None:
+                explain["cached"] = True
+                with self.lock:
+                    self.cache_hits[pool] += 1
+            else:
+                if not c.budget.allow():
+                    return "budget", {}
+                started = time.perf_counter()
+                current, history = state_text(state)
+                scores = c.engine.scores(current, history)
+                c.budget.spend(max(1, state_bytes(state) // 4))
+                if (time.perf_counter() - started) * 1e3 > s.timeout_ms:
+                    return "timeout", {}
+                c.cache.put(key, scores)
+                explain["cached"] = False
+        except Exception as e:  # noqa: BLE001 - a broken model step never fails the request
+            explain["error"] = f"{type(e).__name__}: {e}"
+            return "error", {}
+        probs = c.engine.probabilities(scores, s.temperature)
+        ranked = sorted(probs, key=lambda n: -probs[n])
+        top = probs[ranked[0]]
+        explain.update(scores={n: round(scores[n], 5) for n in ranked},
+                       probabilities={n: round(probs[n], 4) for n in ranked},
+                       temperature=s.temperature, confidence=round(top, 4))
+        if s.multi:
+            chosen = [n for n in ranked if probs[n] >= s.min_confidence]
+            explain["verdict"] = (f"{len(chosen)} candidate(s) at or over min_confidence {s.min_confidence:g}"
+                                  if chosen else f"no candidate reaches min_confidence {s.min_confidence:g}")
+            if chosen:
+                explain["served_by"] = "model"
+                return None, reply_for(chosen, "restrict", cands)
+        else:
+            margin = top - (probs[ranked[1]] if len(ranked) > 1 else 0.0)
+            ok = top >= s.min_confidence and margin >= s.min_margin
+            explain["verdict"] = (f"top {ranked[0]} {top:.3f} {'>=' if top >= s.min_confidence else '<'} "
+                                  f"min_confidence {s.min_confidence:g}; margin {margin:.3f} "
+                                  f"{'>=' if margin >= s.min_margin else '<'} min_margin {s.min_margin:g}")
+            if ok:
+                order = reply_for(ranked, "order", cands)
+                if order:
+                    explain["served_by"] = "model"
+                    return None, order
+        if s.on_low_confidence:
+            order = reply_for(s.on_low_confidence, "order", cands)
+            if order:
+                explain["served_by"] = "on_low_confidence"
+                return None, order
+        return "low_confidence", {}
+
+    def _fallback(self, pool: str, reason: str, act: Any, cands: list[dict[str, Any]],
+                  explain: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """Walk the fallback chain from the AI step; ``(reply, who served)``."""
+        hops: list[dict[str, str]] = []
+        frm = "ai"
+        for i, rules in enumerate(self.c.s.fallback):
+            to = f"fallback[{i}]"
+            hops.append({"from": frm, "to": to, "reason": reason})
+            out = rules.decide(act)
+            reply = reply_for(out.names, "order" if rules.match == "first" else "restrict", cands)
+            if reply:
+                self._count_hops(pool, hops)
+                explain["hops"] = hops
+                return reply, to
+            frm, reason = to, "no_choice"
+        hops.append({"from": frm, "to": "swrr", "reason": reason})
+        self._count_hops(pool, hops)
+        explain["hops"] = hops
+        return {}, "swrr"
+
+    def _count_hops(self, pool: str, hops: list[dict[str, str]]) -> None:
+        with self.lock:
+            for h in hops:
+                self.fallbacks[(pool, h["from"], h["to"], h["reason"])] += 1
+
+    # ------------------------------------------------------------------ management
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        version = body.get("settings_version")
+        settings = body.get("settings", {})
+        try:
+            new = _Compiled(parse(settings))
+        except SettingsError as e:
+            return {"error": f"busbar-ai-router-hook: {e}"}
+        self.c, self.settings, self.settings_version = new, dict(settings), int(version or 0)
+        return {"ack": {"settings_version": version}}
+
+    def status(self) -> dict[str, Any]:
+        with self.lock:
+            metrics: list[dict[str, Any]] = [
+                {"name": "router_fallback_total", "type": "counter", "value": n,
+                 "labels": {"pool": p, "from": f, "to": t, "reason": r}, "help": "fallback hops"}
+                for (p, f, t, r), n in sorted(self.fallbacks.items())][:32]
+            metrics += [{"name": "router_skipped_total", "type": "counter", "value": n,
+                         "labels": {"pool": p, "reason": r}, "help": "model steps skipped"}
+                        for (p, r), n in sorted(self.skipped.items())][:8]
+            metrics += [{"name": "router_decisions_total", "type": "counter", "value": n, "labels": {"served_by": k},
+                         "help": "decisions by who served"} for k, n in sorted(self.served.items())][:12]
+            metrics += [{"name": "router_cache_hits_total", "type": "counter", "value": n, "labels": {"pool": p},
+                         "help": "decisions served from the cache"} for p, n in sorted(self.cache_hits.items())][:8]
+            samples = sorted(self.latency_us)
+            lat: dict[str, Any] = {"name": "router_decision_latency_us", "type": "histogram", "value": len(samples),
+                                   "unit": "us", "help": "decision latency (last 1024)"}
+            if samples:
+                lat["quantiles"] = {k: round(samples[min(len(samples) - 1, int(q * len(samples)))], 1)
+                                    for k, q in (("0.5", 0.5), ("0.99", 0.99))}
+            metrics.append(lat)
+        return {"status": {"settings_version": self.settings_version, "settings": self.settings,
+                           "metrics": metrics[:64]}}
+
+
+@hookimpl
+def busbar_abi() -> int:
+    return 1
+
+
+@hookimpl
+def busbar_plugin_kind() -> str:
+    return "hook"
+
+
+@hookimpl
+def busbar_open(settings: dict[str, Any]) -> AiRouter:
+    return AiRouter(settings)
+
+
+@hookimpl
+def busbar_call(handle: AiRouter, payload: dict[str, Any]) -> dict[str, Any]:
+    op = payload.get("op")
+    if op == "decide":
+        return handle.decide(payload)
+    if op is not None:
+        return {}
+    if "configure" in payload:
+        return handle.configure(payload["configure"])
+    if "describe" in payload:
+        return {"schema": SETTINGS_SCHEMA}
+    if "status" in payload:
+        return handle.status()
+    return {}

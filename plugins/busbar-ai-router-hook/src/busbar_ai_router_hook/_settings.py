@@ -1,0 +1,175 @@
+"""Settings of one AI router instance, validated as desired state: every fault names its setting.
+
+``parse(raw) -> Settings`` raises :class:`SettingsError` (``settings.candidates[2].name: ...``,
+``settings.when: CEL: ...``, ``settings.state.redact[0]: ...``, ``settings.fallback[1].rules[0].when:
+CEL: ...``). What the kernel checks at boot from the settings schema (every name is a member of the
+pool; ``timeout`` within the gate's ``timeout_ms``) is not repeated here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from busbar_sdk.rules import RulesError, RuleSet, compile_expr, names_of
+
+__all__ = ["Candidate", "Settings", "SettingsError", "parse"]
+
+ENGINES = ("decision",)
+_TOP = ("engine", "instructions", "candidates", "multi", "min_confidence", "min_margin", "temperature",
+        "on_low_confidence", "fallback_on_low_confidence", "state", "when", "cache", "budget", "timeout",
+        "fallback")
+
+
+class SettingsError(ValueError):
+    """One line naming the offending ``settings.<key>``."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A candidate: the member ``name`` (model or tag), its ``description`` and ``examples``."""
+
+    name: str
+    description: str
+    examples: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A validated configuration (units: ``timeout_ms`` milliseconds, ``cache_ttl_s`` seconds)."""
+
+    engine: str
+    instructions: str
+    candidates: tuple[Candidate, ...]
+    multi: bool
+    min_confidence: float
+    min_margin: float
+    temperature: float
+    on_low_confidence: tuple[str, ...]
+    fallback_on_low_confidence: bool
+    max_bytes: int
+    redact: tuple[Any, ...]
+    redact_src: tuple[str, ...]
+    when: Any
+    cache_size: int
+    cache_ttl_s: float
+    cache_key: Any
+    max_calls_per_minute: int | None
+    max_tokens_per_hour: int | None
+    timeout_ms: int
+    fallback: tuple[RuleSet, ...]
+
+
+def _num(raw: dict[str, Any], key: str, default: float, lo: float, hi: float, where: str) -> float:
+    v = raw.get(key, default)
+    if type(v) not in (int, float) or not lo <= v <= hi:
+        raise SettingsError(f"{where}.{key}: must be a number in {lo:g}..{hi:g}, found {v!r}")
+    return float(v)
+
+
+def _int(raw: dict[str, Any], key: str, default: int | None, lo: int, where: str) -> int | None:
+    v = raw.get(key, default)
+    if v is None:
+        return None
+    if type(v) is not int or v < lo:
+        raise SettingsError(f"{where}.{key}: must be an integer >= {lo}, found {v!r}")
+    return v
+
+
+def _map(raw: dict[str, Any], key: str, known: tuple[str, ...]) -> dict[str, Any]:
+    v = raw.get(key, {})
+    if not isinstance(v, dict):
+        raise SettingsError(f"settings.{key}: must be a map, found {type(v).__name__}")
+    extra = sorted(set(v) - set(known))
+    if extra:
+        hint = ("; request headers are not part of the hook projection" if key == "state" and extra[0] == "headers"
+                else "")
+        raise SettingsError(f"settings.{key}.{extra[0]}: not a {key} setting (known: {', '.join(known)}){hint}")
+    return v
+
+
+def parse(raw: Any) -> Settings:
+    """Validate ``raw`` (see the module docstring)."""
+    if not isinstance(raw, dict):
+        raise SettingsError(f"settings: must be a map, found {type(raw).__name__}")
+    extra = sorted(set(raw) - set(_TOP))
+    if extra:
+        raise SettingsError(f"settings.{extra[0]}: not an AI router setting (known: {', '.join(sorted(_TOP))})")
+    engine = raw.get("engine", "decision")
+    if engine not in ENGINES:
+        raise SettingsError(f"settings.engine: '{engine}' is not an engine of this build (decision); the "
+                            f"generative engine is not available yet")
+    cands = raw.get("candidates")
+    if not isinstance(cands, list) or len(cands) < 2:
+        raise SettingsError("settings.candidates: must list at least two { name, description, examples? } maps")
+    parsed: list[Candidate] = []
+    for i, c in enumerate(cands):
+        where = f"settings.candidates[{i}]"
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
+            raise SettingsError(f"{where}.name: must be a member's model name or tag")
+        if not isinstance(c.get("description"), str) or not c["description"].strip():
+            raise SettingsError(f"{where}.description: must say what this candidate is for (non-empty text)")
+        ex = c.get("examples", [])
+        if not isinstance(ex, list) or not all(isinstance(e, str) and e.strip() for e in ex):
+            raise SettingsError(f"{where}.examples: must be a list of non-empty texts")
+        extra_c = sorted(set(c) - {"name", "description", "examples"})
+        if extra_c:
+            raise SettingsError(f"{where}.{extra_c[0]}: not a candidate setting (known: description, examples, name)")
+        parsed.append(Candidate(c["name"], c["description"], tuple(ex)))
+    names = [c.name for c in parsed]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise SettingsError(f"settings.candidates: '{dup}' is listed twice")
+    multi = raw.get("multi", False)
+    if type(multi) is not bool:
+        raise SettingsError(f"settings.multi: must be true or false, found {multi!r}")
+    fb_low = raw.get("fallback_on_low_confidence", False)
+    if type(fb_low) is not bool:
+        raise SettingsError(f"settings.fallback_on_low_confidence: must be true or false, found {fb_low!r}")
+    low: tuple[str, ...] = ()
+    if "on_low_confidence" in raw:
+        try:
+            low = names_of(raw["on_low_confidence"], "settings.on_low_confidence")
+        except RulesError as e:
+            raise SettingsError(str(e)) from None
+        if fb_low:
+            raise SettingsError("settings.on_low_confidence: set either on_low_confidence or "
+                                "fallback_on_low_confidence: true, not both")
+    temperature = _num(raw, "temperature", 0.05, 1e-6, 100.0, "settings")
+    state = _map(raw, "state", ("max_bytes", "redact"))
+    max_bytes = _int(state, "max_bytes", 8192, 64, "settings.state")
+    redact_src = state.get("redact", [])
+    if not isinstance(redact_src, list) or not all(isinstance(p, str) for p in redact_src):
+        raise SettingsError("settings.state.redact: must be a list of JSONPath expressions")
+    from jsonpath_ng.ext import parse as jsonpath
+
+    redact = []
+    for i, path in enumerate(redact_src):
+        try:
+            redact.append(jsonpath(path))
+        except Exception as e:  # noqa: BLE001 - jsonpath-ng raises its own parser errors
+            raise SettingsError(f"settings.state.redact[{i}]: '{path}' is not a JSONPath: {e}") from None
+    cache = _map(raw, "cache", ("size", "ttl", "key"))
+    budget = _map(raw, "budget", ("max_calls_per_minute", "max_tokens_per_hour"))
+    fallback_raw = raw.get("fallback", [])
+    if not isinstance(fallback_raw, list):
+        raise SettingsError("settings.fallback: must be a list of rules configurations { match?, rules, default? }")
+    try:
+        when = compile_expr(raw["when"], "settings.when") if "when" in raw else None
+        key = compile_expr(cache["key"], "settings.cache.key") if "key" in cache else None
+        fallback = tuple(RuleSet(f, f"settings.fallback[{i}]") for i, f in enumerate(fallback_raw))
+    except RulesError as e:
+        raise SettingsError(str(e)) from None
+    instructions = raw.get("instructions", "")
+    if not isinstance(instructions, str):
+        raise SettingsError("settings.instructions: must be text")
+    return Settings(
+        engine=engine, instructions=instructions, candidates=tuple(parsed), multi=multi,
+        min_confidence=_num(raw, "min_confidence", 0.5, 0.0, 1.0, "settings"),
+        min_margin=_num(raw, "min_margin", 0.0, 0.0, 1.0, "settings"), temperature=temperature,
+        on_low_confidence=low, fallback_on_low_confidence=fb_low, max_bytes=int(max_bytes or 8192),
+        redact=tuple(redact), redact_src=tuple(redact_src), when=when,
+        cache_size=int(_int(cache, "size", 10000, 0, "settings.cache") or 0),
+        cache_ttl_s=_num(cache, "ttl", 600, 0, 86400 * 30, "settings.cache"), cache_key=key,
+        max_calls_per_minute=_int(budget, "max_calls_per_minute", None, 0, "settings.budget"),
+        max_tokens_per_hour=_int(budget, "max_tokens_per_hour", None, 0, "settings.budget"),
+        timeout_ms=int(_int(raw, "timeout", 1000, 1, "settings") or 1000), fallback=fallback)
