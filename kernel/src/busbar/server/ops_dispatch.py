@@ -56,20 +56,25 @@ def not_served(route: Route, dialect: Dialect) -> Reply | None:
         return error_reply(dialect, 404, ErrorKind.NOT_FOUND,
                            f"{what} are not supported: busbar routes image generation only "
                            f"(/v1/images/generations); see docs/beyond-chat.md")
-    return error_reply(dialect, 404, ErrorKind.NOT_FOUND,
-                       f"the {route.op} operation is not served by this busbar build; see docs/beyond-chat.md")
+    return error_reply(dialect, 404, ErrorKind.NOT_FOUND, _not_served_text(route.op))
+
+
+def _not_served_text(op: str) -> str:
+    return f"the {op} operation is not served by this busbar build; see docs/beyond-chat.md"
 
 
 def invoke_operation(body: dict[str, Any]) -> str | None:
     """The operation of a Bedrock ``/invoke`` body: ``embeddings`` (Titan ``inputText``, Cohere
-    ``texts``), ``rerank`` (``query`` + ``documents``), ``None`` for anything else (an Anthropic
-    Messages body: chat)."""
+    ``texts``), ``rerank`` (``query`` + ``documents``), ``images`` (``textToImageParams``: not served),
+    ``None`` for anything else (an Anthropic Messages body: chat)."""
     if "messages" in body:
         return None
     if "inputText" in body or "texts" in body:
         return "embeddings"
     if "query" in body and "documents" in body:
         return "rerank"
+    if "textToImageParams" in body or body.get("taskType") == "TEXT_IMAGE":
+        return "images"
     return None
 
 
@@ -79,6 +84,8 @@ def operation_of(route: Route, dialect: Dialect, body: dict[str, Any]) -> Operat
     op_name = invoke_operation(body) if route.op == "invoke" else route.op
     if op_name is None:
         return None
+    if op_name not in SERVED:
+        return error_reply(dialect, 404, ErrorKind.NOT_FOUND, _not_served_text(op_name))
     ingress = codec(op_name, _PROTOCOL.get(dialect.name, dialect.name))
     if ingress is None:        # a route whose protocol has no codec for the operation
         return error_reply(dialect, 404, ErrorKind.NOT_FOUND, f"the {op_name} operation is not served on this route")
