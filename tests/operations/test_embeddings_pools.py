@@ -204,25 +204,9 @@ def test_operations_not_served_answer_a_native_404(gw, path, status_line):
     assert r.json()["error"]["type"] == "not_found_error"
 
 
-def test_bedrock_image_body_not_served_is_a_bedrock_404(gw):
-    r = httpx.post(gw.url + "/model/mixed/invoke", json={"taskType": "TEXT_IMAGE",
-                                                       "textToImageParams": {"text": "a cat"}})
-    assert r.status_code == 404
-    assert r.json() == {"message": "the images operation is not served by this busbar build; see docs/beyond-chat.md"}
-    assert r.headers["x-amzn-errortype"].startswith("ResourceNotFoundException")
-
-
-def test_gemini_predict_not_served_is_a_gemini_404(gw):
-    r = httpx.post(gw.url + "/v1beta/models/mixed:predict", json={"instances": [{"prompt": "a cat"}]})
-    assert r.status_code == 404
-    assert r.json()["error"]["message"] == ("the images operation is not served by this busbar build; "
-                                            "see docs/beyond-chat.md")
-    assert r.json()["error"]["status"] == "NOT_FOUND"
-
-
 @pytest.mark.parametrize("ops,fault", [
     ("[rerank]", "models.m.operations: protocol openai cannot serve rerank in this build (it serves chat, "
-                 "embeddings, moderation; see docs/beyond-chat.md)"),
+                 "embeddings, images, moderation; see docs/beyond-chat.md)"),
     ("[chat, telepathy]", "models.m.operations: 'telepathy' is not an operation; use chat, embeddings, rerank, "
                           "moderation, images, audio"),
     ("[]", "models.m.operations: must list at least one operation (omit it for the protocol's default)"),

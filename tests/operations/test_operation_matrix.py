@@ -2,7 +2,7 @@
 members of each provider protocol (columns), through a real busbar and the mock provider.
 
 Per cell where the provider protocol serves the operation: **V** the answer carries exactly the
-values the upstream computed (vectors, relevance scores, moderation flags), **F** a 503 on the first
+values the upstream computed (vectors, relevance scores, moderation flags, images), **F** a 503 on the first
 member fails over to the second before the first byte. Where it does not, the cell checks the
 caller's native 404 naming the operation (``404``). The outcome is written to the
 "Operations beyond chat" section of docs/protocol-matrix.md when every cell ran.
@@ -22,6 +22,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 from busbar_mock_provider.embeddings import vector
+from busbar_mock_provider.images import PNG_B64
 from busbar_mock_provider.rerank import rerank_results
 from google import genai
 from google.genai import errors as genai_errors
@@ -39,6 +40,9 @@ SERVED = {
     ("rerank", "cohere"): ("rerank-v3.5", "rerank-english-v3.0"),
     ("rerank", "bedrock"): ("cohere.rerank-v3-5:0", "amazon.rerank-v1:0"),
     ("moderation", "openai"): ("omni-moderation-latest", "text-moderation-latest"),
+    ("images", "openai"): ("dall-e-3", "gpt-image-1"),
+    ("images", "gemini"): ("imagen-3.0-generate-002", "imagen-4.0-generate-001"),
+    ("images", "bedrock"): ("amazon.titan-image-generator-v2:0", "amazon.nova-canvas-v1:0"),
 }
 UNSERVED_MODEL = {"openai": "gpt-4o-mini", "responses": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest",
                   "gemini": "gemini-2.0-flash", "bedrock": "amazon.nova-micro-v1:0", "cohere": "command-r"}
@@ -59,7 +63,7 @@ def _config() -> str:
     for p in PROVIDERS:
         out.append(f"  up-{p}: {{ protocol: {p}, base_url: MOCK, api_key: {{ env: KEY_{p.upper()} }} }}\n")
     models, pools = ["models:\n"], ["pools:\n"]
-    for op in ("embeddings", "rerank", "moderation"):
+    for op in ("embeddings", "rerank", "moderation", "images"):
         for p in PROVIDERS:
             ups = SERVED.get((op, p), (UNSERVED_MODEL[p], UNSERVED_MODEL[p]))
             for tag, up in zip("ab", ups):
@@ -142,6 +146,18 @@ def _openai_moderation(url: str, pool: str) -> tuple[Any, str]:
         return [r.flagged for r in raw.parse().results], raw.headers["x-busbar-route-target"]
 
 
+def _openai_images(url: str, pool: str) -> tuple[Any, str]:
+    with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as c:
+        raw = c.images.with_raw_response.generate(model=pool, prompt="a lighthouse", n=2, response_format="b64_json")
+        return [d.b64_json for d in raw.parse().data], raw.headers["x-busbar-route-target"]
+
+
+def _boto3_image(url: str, pool: str) -> tuple[Any, str]:
+    doc, lane = _invoke(url, pool, {"taskType": "TEXT_IMAGE", "textToImageParams": {"text": "a lighthouse"},
+                                    "imageGenerationConfig": {"numberOfImages": 2}})
+    return doc["images"], lane
+
+
 EMBEDDED = [vector(t) for t in TEXTS]
 RANKED = [(r["index"], r["relevance_score"]) for r in rerank_results(QUERY, DOCS, None)]
 #: row -> (operation, client call, the values every serving lane must produce)
@@ -154,6 +170,8 @@ ROWS: dict[str, tuple[str, Callable[[str, str], tuple[Any, str]], Any]] = {
     "cohere rerank": ("rerank", _cohere_rerank, RANKED),
     "boto3 invoke_model (rerank body)": ("rerank", _boto3_rerank, RANKED),
     "openai moderations.create": ("moderation", _openai_moderation, [True, False]),
+    "openai images.generate": ("images", _openai_images, [PNG_B64, PNG_B64]),
+    "boto3 invoke_model (image body)": ("images", _boto3_image, [PNG_B64, PNG_B64]),
 }
 NOT_FOUND = (openai.NotFoundError, cohere.NotFoundError, genai_errors.ClientError, ClientError)
 RESULTS: dict[tuple[str, str], str] = {}

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from busbar.proxy.translate import Call
     from busbar.server.routes import Route
 
-SERVED = frozenset({"embeddings", "rerank", "moderation", "invoke"})
+SERVED = frozenset({"embeddings", "rerank", "moderation", "images", "invoke"})
 """``Route.op`` values this build serves (``invoke``: decided by the Bedrock body)."""
 
 _UNSUPPORTED = {"images.edits": "image edits", "images.variations": "image variations"}
@@ -65,7 +65,7 @@ def _not_served_text(op: str) -> str:
 
 def invoke_operation(body: dict[str, Any]) -> str | None:
     """The operation of a Bedrock ``/invoke`` body: ``embeddings`` (Titan ``inputText``, Cohere
-    ``texts``), ``rerank`` (``query`` + ``documents``), ``images`` (``textToImageParams``: not served),
+    ``texts``), ``rerank`` (``query`` + ``documents``), ``images`` (``textToImageParams``),
     ``None`` for anything else (an Anthropic Messages body: chat)."""
     if "messages" in body:
         return None
