@@ -12,8 +12,10 @@ Called by the data plane for a route with ``Route.op`` (``busbar.server.routes``
   target exactly as for chat (``model`` in the body or the path; unknown: 404) and set ``call.op``:
   a target with no lane able to serve the operation (``busbar.proxy.operation.Operation.able``,
   fallback pools included) answers a native 404 naming the operation before any upstream work;
-  otherwise ``forward`` runs the same walk as chat: weighting, breakers, failover before the first
-  byte, ``on_exhausted``, hooks. ``call.record.extra`` gets ``operation`` (the name) and ``op_usage``
+  otherwise ``gw.limiter`` (groups, rate card: ``busbar.limits``) admits it and settles it at the end
+  like chat (embeddings' input tokens are charged at ``input_utok``), and ``forward`` runs the same
+  walk as chat: weighting, breakers, failover before the first byte, ``on_exhausted``, hooks.
+  ``call.record.extra`` gets ``operation`` (the name) and ``op_usage``
   (``busbar.ir.ops.OpUsage`` of a served reply) for the limits engine and the access log.
 
 Source: docs/beyond-chat.md.
@@ -103,7 +105,10 @@ async def serve_operation(gw: Gateway, call: Call, target: Pool | Lane, receive:
     why = _unservable(gw, call.op, target)
     if why is not None:
         return error_reply(call.ingress, 404, ErrorKind.NOT_FOUND, why)
-    reply = await run_cancellable(receive, forward(gw, call, target))
+    if gw.limiter is not None:          # groups and the rate card admit and settle it like chat
+        reply = await gw.limiter.serve(gw, call, target, lambda t: run_cancellable(receive, forward(gw, call, t)))
+    else:
+        reply = await run_cancellable(receive, forward(gw, call, target))
     if call.record is not None:      # for the limits engine and the access log (busbar.proxy.record)
         call.record.extra["operation"] = call.op.name
         if reply is not None and reply.op_usage is not None:
