@@ -52,6 +52,7 @@ pools:
     on_exhausted: { fallback_pool: embed-backup }
   embed-backup: { members: [ { model: backup } ] }
   titan-first: { members: [ { model: titan, weight: 100 }, { model: co-embed, weight: 1 } ] }
+  strict: { translation: strict, members: [ { model: oa-embed } ] }
 """
 
 ERR_503 = {"error": {"message": "The server is overloaded", "type": "server_error", "param": None, "code": None}}
@@ -164,6 +165,16 @@ def test_titan_takes_one_input_a_batch_skips_it(oa, mock):
     assert batch.headers["x-busbar-route-target"] == "co-embed"
     assert [d.embedding for d in batch.parse().data] == [vector("one"), vector("two")]
     assert _paths(mock) == ["/model/amazon.titan-embed-text-v2:0/invoke", "/v2/embed"]
+
+
+def test_a_strict_pool_refuses_a_lossy_embeddings_hop(gw, mock):
+    with httpx.Client(timeout=20) as http:
+        co = cohere.ClientV2(api_key="x", base_url=gw.url, httpx_client=http)
+        with pytest.raises(cohere.BadRequestError) as e:
+            co.embed(model="strict", texts=["x"], input_type="search_query", request_options={"max_retries": 0})
+    assert e.value.body["message"] == ("translation: strict refuses a lossy hop to openai (lane 'oa-embed'): "
+                                       "it would drop input_type")
+    assert mock.requests() == []
 
 
 @pytest.mark.parametrize("body,message", [
