@@ -74,7 +74,10 @@ def _write_matrix():
         lines.append(f"| {client} | " + " | ".join(cells) + " |")
     (ROOT / "docs").mkdir(exist_ok=True)
     if len(RESULTS) == len(CLIENTS) * len(PROVIDERS) * len(CHECKS):
-        (ROOT / "docs" / "protocol-matrix.md").write_text("\n".join(lines) + "\n")
+        doc = ROOT / "docs" / "protocol-matrix.md"
+        # the operations section is tests/operations/test_operation_matrix.py's: keep it
+        ops = doc.read_text("utf-8").partition("\n## Operations beyond chat")[1:] if doc.exists() else ("", "")
+        doc.write_text("\n".join(lines) + "\n" + "".join(ops))
 
 
 def _run(client: str, proto: str, check: str, fn):

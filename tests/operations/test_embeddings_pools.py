@@ -52,6 +52,7 @@ pools:
     on_exhausted: { fallback_pool: embed-backup }
   embed-backup: { members: [ { model: backup } ] }
   titan-first: { members: [ { model: titan, weight: 100 }, { model: co-embed, weight: 1 } ] }
+  strict: { translation: strict, members: [ { model: oa-embed } ] }
 """
 
 ERR_503 = {"error": {"message": "The server is overloaded", "type": "server_error", "param": None, "code": None}}
@@ -166,6 +167,16 @@ def test_titan_takes_one_input_a_batch_skips_it(oa, mock):
     assert _paths(mock) == ["/model/amazon.titan-embed-text-v2:0/invoke", "/v2/embed"]
 
 
+def test_a_strict_pool_refuses_a_lossy_embeddings_hop(gw, mock):
+    with httpx.Client(timeout=20) as http:
+        co = cohere.ClientV2(api_key="x", base_url=gw.url, httpx_client=http)
+        with pytest.raises(cohere.BadRequestError) as e:
+            co.embed(model="strict", texts=["x"], input_type="search_query", request_options={"max_retries": 0})
+    assert e.value.body["message"] == ("translation: strict refuses a lossy hop to openai (lane 'oa-embed'): "
+                                       "it would drop input_type")
+    assert mock.requests() == []
+
+
 @pytest.mark.parametrize("body,message", [
     ({"model": "mixed"}, "'input' is required: a string or a list of strings"),
     ({"model": "mixed", "input": [1.5]}, "'input' must be a string or a non-empty list of strings"),
@@ -204,17 +215,9 @@ def test_operations_not_served_answer_a_native_404(gw, path, status_line):
     assert r.json()["error"]["type"] == "not_found_error"
 
 
-def test_gemini_predict_not_served_is_a_gemini_404(gw):
-    r = httpx.post(gw.url + "/v1beta/models/mixed:predict", json={"instances": [{"prompt": "a cat"}]})
-    assert r.status_code == 404
-    assert r.json()["error"]["message"] == ("the images operation is not served by this busbar build; "
-                                            "see docs/beyond-chat.md")
-    assert r.json()["error"]["status"] == "NOT_FOUND"
-
-
 @pytest.mark.parametrize("ops,fault", [
     ("[rerank]", "models.m.operations: protocol openai cannot serve rerank in this build (it serves chat, "
-                 "embeddings, moderation; see docs/beyond-chat.md)"),
+                 "embeddings, images, moderation; see docs/beyond-chat.md)"),
     ("[chat, telepathy]", "models.m.operations: 'telepathy' is not an operation; use chat, embeddings, rerank, "
                           "moderation, images, audio"),
     ("[]", "models.m.operations: must list at least one operation (omit it for the protocol's default)"),

@@ -14,10 +14,10 @@ OPERATIONS = ("chat", "embeddings", "rerank", "moderation", "images", "audio")
 """Every operation name of the 1.5 format."""
 
 DEFAULT_OPERATIONS: dict[str, frozenset[str]] = {
-    "openai": frozenset({"chat", "embeddings", "moderation"}),
+    "openai": frozenset({"chat", "embeddings", "moderation", "images"}),
     "cohere": frozenset({"chat", "embeddings", "rerank"}),
-    "gemini": frozenset({"chat", "embeddings"}),
-    "bedrock": frozenset({"chat", "embeddings", "rerank"}),
+    "gemini": frozenset({"chat", "embeddings", "images"}),
+    "bedrock": frozenset({"chat", "embeddings", "rerank", "images"}),
     "anthropic": frozenset({"chat"}),
     "responses": frozenset({"chat"}),
 }

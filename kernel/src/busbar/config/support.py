@@ -61,7 +61,8 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("auth.role_bindings.*.*.admin_scope", "an admin scope granted by a role",
                 "role bindings grant data-plane access only; admin credentials come from auth.admin_auth"),
     Unsupported("rate_card.*.per_image_utok", "per-image pricing",
-                "no cost ledger is kept and the images operation is not served (docs/beyond-chat.md)"),
+                "no cost ledger is kept; image usage is normalised but nothing charges it yet "
+                "(docs/beyond-chat.md#usage)"),
     Unsupported("rate_card.*.per_audio_second_utok", "per-audio-second pricing",
                 "no cost ledger is kept and the audio operations are not served (docs/beyond-chat.md)"),
     Unsupported("rate_card.*.per_character_utok", "per-character speech pricing",

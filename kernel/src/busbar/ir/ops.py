@@ -14,6 +14,9 @@ exactly like chat (``busbar.ir.model``), with one small IR per operation:
   (``None`` when the provider does not report them), ``id``.
 - ``RerankRequest`` / ``RerankResponse``: ``query``, ``documents`` (texts), ``top_n``; the answer is
   ``results`` (``(index, relevance_score)`` best first) and ``search_units``.
+- ``ImageRequest`` / ``ImageResponse``: ``prompt``, ``n``, ``size`` (``"1024x1024"``),
+  ``response_format`` (``b64_json`` | ``url``), ``negative`` prompt; the answer is ``images``
+  (``(base64, url)`` pairs, one of them set) and their ``mime`` type.
 
 ``OpUsage`` is the normalised usage of one operation, on ``Reply.op_usage`` so that the limits
 engine can charge it (docs/beyond-chat.md#usage): ``operation``, ``input_tokens`` (embeddings),
@@ -65,6 +68,23 @@ class RerankResponse:
     results: list[tuple[int, float]]
     search_units: int | None = None
     id: str | None = None
+
+
+@dataclass(slots=True)
+class ImageRequest:
+    prompt: str
+    n: int = 1
+    size: str | None = None          # "WIDTHxHEIGHT"
+    response_format: str = "b64_json"   # what the client wants back: b64_json | url
+    negative: str | None = None
+    negative_field: str = "negativePrompt"   # the client's name for it (x-busbar-translation-dropped)
+    dropped: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ImageResponse:
+    images: list[tuple[str | None, str | None]]   # (base64 bytes, URL) per image
+    mime: str = "image/png"
 
 
 @dataclass(slots=True)

@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from busbar.ir.model import IrMessage, IrRequest, TextBlock
-from busbar.ir.ops import EmbedRequest, EmbedResponse, OpUsage, RerankRequest, RerankResponse
+from busbar.ir.ops import (
+    EmbedRequest,
+    EmbedResponse,
+    ImageRequest,
+    ImageResponse,
+    OpUsage,
+    RerankRequest,
+    RerankResponse,
+)
 from busbar.proto.ops import codec
 from busbar.proto.ops.rerank import search_units
 from busbar.proxy.relay import Reply
@@ -39,7 +47,10 @@ if TYPE_CHECKING:
     from busbar.proxy.translate import Call
 
 EGRESS_PATHS = {("embeddings", "openai"): "/v1/embeddings", ("embeddings", "cohere"): "/v2/embed",
-                ("rerank", "cohere"): "/v2/rerank", ("moderation", "openai"): "/v1/moderations"}
+                ("rerank", "cohere"): "/v2/rerank", ("moderation", "openai"): "/v1/moderations",
+                ("images", "openai"): "/v1/images/generations"}
+GEMINI_VERBS = {"embeddings": "batchEmbedContents", "images": "predict"}
+"""The Gemini verb of each operation (the model is in the URL)."""
 """Upstream paths of the body-model protocols, appended to the provider's ``base_url``."""
 
 
@@ -77,6 +88,8 @@ class Operation:
             texts = [req.query, *req.documents]
         elif isinstance(req, EmbedRequest):
             texts = list(req.inputs)
+        elif isinstance(req, ImageRequest):
+            texts = [req.prompt]
         else:                        # moderation: the OpenAI body (input: a string or a list)
             value = req.get("input")
             texts = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)]
@@ -107,7 +120,7 @@ class Operation:
         protocol = provider.protocol
         if protocol == "gemini":
             url, headers, body = gemini_egress(provider, upstream_model, False, body, auth)
-            return url.rsplit(":", 1)[0] + ":batchEmbedContents", headers, body
+            return f"{url.rsplit(':', 1)[0]}:{GEMINI_VERBS[self.name]}", headers, body
         if protocol == "bedrock":
             return signed_egress(provider, provider.base_url + model_path(upstream_model, "invoke"), False, body,
                                  auth)
@@ -137,6 +150,9 @@ class Operation:
             reply.usage.input_tokens = usage.input_tokens = units or 0
         elif isinstance(self.req, RerankRequest):
             usage.search_units = units if units is not None else search_units(len(self.req.documents))
+        elif isinstance(self.req, ImageRequest):
+            usage.images = units if units is not None else self.req.n
+            usage.image_size = self.req.size
         return reply
 
 
@@ -150,4 +166,8 @@ def _check(resp: Any, req: Any) -> int | None:
         if any(not 0 <= i < len(req.documents) for i, _ in resp.results):
             raise ValueError("a rerank result names a document that was not sent")
         return resp.search_units
+    if isinstance(resp, ImageResponse):
+        if not resp.images or any(b is None and u is None for b, u in resp.images):
+            raise ValueError("an image answer without images")
+        return len(resp.images)
     return None

@@ -43,6 +43,9 @@ ENVELOPE_KEYS: dict[str, tuple[tuple[str, type], ...]] = {
     "cohere:rerank": (("results", list),),
     "bedrock:rerank": (("results", list),),
     "openai:moderation": (("results", list),),
+    "openai:images": (("data", list),),
+    "gemini:images": (("predictions", list),),
+    "bedrock:images": (("images", list),),
 }
 
 _NOT_A_STREAM = ("application/json", "text/html", "text/plain")

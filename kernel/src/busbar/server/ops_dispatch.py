@@ -12,8 +12,10 @@ Called by the data plane for a route with ``Route.op`` (``busbar.server.routes``
   target exactly as for chat (``model`` in the body or the path; unknown: 404) and set ``call.op``:
   a target with no lane able to serve the operation (``busbar.proxy.operation.Operation.able``,
   fallback pools included) answers a native 404 naming the operation before any upstream work;
-  otherwise ``forward`` runs the same walk as chat: weighting, breakers, failover before the first
-  byte, ``on_exhausted``, hooks. ``call.record.extra`` gets ``operation`` (the name) and ``op_usage``
+  otherwise ``gw.limiter`` (groups, rate card: ``busbar.limits``) admits it and settles it at the end
+  like chat (embeddings' input tokens are charged at ``input_utok``), and ``forward`` runs the same
+  walk as chat: weighting, breakers, failover before the first byte, ``on_exhausted``, hooks.
+  ``call.record.extra`` gets ``operation`` (the name) and ``op_usage``
   (``busbar.ir.ops.OpUsage`` of a served reply) for the limits engine and the access log.
 
 Source: docs/beyond-chat.md.
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
     from busbar.proxy.translate import Call
     from busbar.server.routes import Route
 
-SERVED = frozenset({"embeddings", "rerank", "moderation", "invoke"})
+SERVED = frozenset({"embeddings", "rerank", "moderation", "images", "invoke"})
 """``Route.op`` values this build serves (``invoke``: decided by the Bedrock body)."""
 
 _UNSUPPORTED = {"images.edits": "image edits", "images.variations": "image variations"}
@@ -56,20 +58,25 @@ def not_served(route: Route, dialect: Dialect) -> Reply | None:
         return error_reply(dialect, 404, ErrorKind.NOT_FOUND,
                            f"{what} are not supported: busbar routes image generation only "
                            f"(/v1/images/generations); see docs/beyond-chat.md")
-    return error_reply(dialect, 404, ErrorKind.NOT_FOUND,
-                       f"the {route.op} operation is not served by this busbar build; see docs/beyond-chat.md")
+    return error_reply(dialect, 404, ErrorKind.NOT_FOUND, _not_served_text(route.op))
+
+
+def _not_served_text(op: str) -> str:
+    return f"the {op} operation is not served by this busbar build; see docs/beyond-chat.md"
 
 
 def invoke_operation(body: dict[str, Any]) -> str | None:
     """The operation of a Bedrock ``/invoke`` body: ``embeddings`` (Titan ``inputText``, Cohere
-    ``texts``), ``rerank`` (``query`` + ``documents``), ``None`` for anything else (an Anthropic
-    Messages body: chat)."""
+    ``texts``), ``rerank`` (``query`` + ``documents``), ``images`` (``textToImageParams``),
+    ``None`` for anything else (an Anthropic Messages body: chat)."""
     if "messages" in body:
         return None
     if "inputText" in body or "texts" in body:
         return "embeddings"
     if "query" in body and "documents" in body:
         return "rerank"
+    if "textToImageParams" in body or body.get("taskType") == "TEXT_IMAGE":
+        return "images"
     return None
 
 
@@ -79,6 +86,8 @@ def operation_of(route: Route, dialect: Dialect, body: dict[str, Any]) -> Operat
     op_name = invoke_operation(body) if route.op == "invoke" else route.op
     if op_name is None:
         return None
+    if op_name not in SERVED:
+        return error_reply(dialect, 404, ErrorKind.NOT_FOUND, _not_served_text(op_name))
     ingress = codec(op_name, _PROTOCOL.get(dialect.name, dialect.name))
     if ingress is None:        # a route whose protocol has no codec for the operation
         return error_reply(dialect, 404, ErrorKind.NOT_FOUND, f"the {op_name} operation is not served on this route")
@@ -96,7 +105,10 @@ async def serve_operation(gw: Gateway, call: Call, target: Pool | Lane, receive:
     why = _unservable(gw, call.op, target)
     if why is not None:
         return error_reply(call.ingress, 404, ErrorKind.NOT_FOUND, why)
-    reply = await run_cancellable(receive, forward(gw, call, target))
+    if gw.limiter is not None:          # groups and the rate card admit and settle it like chat
+        reply = await gw.limiter.serve(gw, call, target, lambda t: run_cancellable(receive, forward(gw, call, t)))
+    else:
+        reply = await run_cancellable(receive, forward(gw, call, target))
     if call.record is not None:      # for the limits engine and the access log (busbar.proxy.record)
         call.record.extra["operation"] = call.op.name
         if reply is not None and reply.op_usage is not None:

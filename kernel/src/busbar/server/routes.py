@@ -25,8 +25,11 @@ Non-chat operations (``Route.op``; served by ``busbar.server.ops_dispatch``, doc
 | ``/v1/embeddings`` | openai | embeddings |
 | ``/v2/embed`` | cohere | embeddings |
 | ``/v1beta/models/{m}:embedContent`` / ``:batchEmbedContents`` | gemini | embeddings (``method`` = the verb) |
-| ``/model/{id}/invoke`` | bedrock-invoke | ``invoke``: by the body (``inputText``/``texts`` embeddings, else chat) |
-| ``/v2/rerank``, ``/v1/moderations``, ``/v1/images/*``, ``/v1/audio/*``, ``:predict`` | native | not served (404) |
+| ``/v2/rerank`` | cohere | rerank |
+| ``/v1/moderations`` | openai | moderation |
+| ``/v1/images/generations``; ``/v1beta/models/{m}:predict`` | openai; gemini | images |
+| ``/model/{id}/invoke`` | bedrock-invoke | ``invoke``: by the body (embeddings, rerank, images, else chat) |
+| ``/v1/images/edits``, ``/variations``, ``/v1/audio/*`` | openai | not served (a native 404) |
 
 ``path`` is the ASGI ``scope["path"]``, already percent-decoded once by the server: a name is
 never decoded a second time (``%2541`` names ``%41``, not ``A``). A name taken from the path is then

@@ -29,6 +29,7 @@ from .embeddings import BedrockInvokeEmbed, CohereEmbed, GeminiEmbed, OpenAIEmbe
 from .faults import Script
 from .fixtures import FixtureStore, default_fixtures_dir
 from .gemini import GeminiGenerate
+from .images import GeminiPredict, OpenAIImages
 from .journal import Journal
 from .openai_chat import OpenAIChat
 from .openai_chat import error_body as openai_error_body
@@ -98,6 +99,8 @@ class MockProvider:
             "/invoke": BedrockInvokeEmbed(self.fixtures),
             "/v2/rerank": CohereRerank(self.fixtures),
             "/v1/moderations": OpenAIModeration(self.fixtures),
+            "/v1/images/generations": OpenAIImages(self.fixtures),
+            ":predict": GeminiPredict(self.fixtures),
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -39,6 +39,7 @@ from .cohere import CohereChat
 from .cohere import error_body as cohere_error
 from .gemini import GeminiGenerate
 from .gemini import error_body as gemini_error
+from .images import PNG_B64, image_count
 from .openai_chat import OpenAIChat
 from .openai_chat import error_body as openai_error
 from .reply import Prompt, Reply
@@ -235,6 +236,13 @@ class BedrockInvokeEmbed(BedrockConverse):
 
     def read_prompt(self, body: Any) -> Prompt | ErrorReply:
         model = str(body.get("model", ""))
+        if "textToImageParams" in body:         # an image body (Titan Image Generator / Nova Canvas)
+            params, cfg = body["textToImageParams"], body.get("imageGenerationConfig") or {}
+            n = image_count(cfg.get("numberOfImages") if isinstance(cfg, dict) else None)
+            if not isinstance(params, dict) or not isinstance(params.get("text"), str) or n is None:
+                return _bedrock_validation("Malformed input request: #/textToImageParams: required key [text] not "
+                                           "found, please reformat your input and try again.")
+            return Prompt(model=model, state={"images": n})
         if "query" in body:                     # a rerank body (Cohere Rerank / Amazon Rerank)
             got = read_rerank(body)
             if isinstance(got, str):
@@ -264,6 +272,8 @@ class BedrockInvokeEmbed(BedrockConverse):
 
     def render(self, reply: Reply, prompt: Prompt, seq: int) -> Rendered:
         st = prompt.state or {}
+        if "images" in st:
+            return _json({"images": [PNG_B64] * st["images"], "error": None})
         if "rerank" in st:
             query, docs, top_n = st["rerank"]
             return _json({"id": str(uuid.UUID(int=seq)), "results": rerank_results(query, docs, top_n)})

@@ -46,7 +46,7 @@ class Route:
 # Bedrock ``.../model/{modelId}/converse|converse-stream``. The endpoint key of a Gemini stream
 # says whether ``?alt=sse`` was asked (SSE) or not (one JSON array).
 _PATH_MODEL = re.compile(
-    r"/models/([^/]+):(generateContent|streamGenerateContent|embedContent|batchEmbedContents)$"
+    r"/models/([^/]+):(generateContent|streamGenerateContent|embedContent|batchEmbedContents|predict)$"
     r"|/model/(.+)/(converse|converse-stream|invoke)$"
 )
 
@@ -56,7 +56,7 @@ def route(path: str, query: str = "") -> Route:
     pm = _PATH_MODEL.search(path)
     if pm is not None:
         knobs = route(path[: pm.start()] + "/v1/")
-        if pm.group(1) is not None and pm.group(2) in ("embedContent", "batchEmbedContents"):
+        if pm.group(1) is not None and pm.group(2) in ("embedContent", "batchEmbedContents", "predict"):
             stream, endpoint, model = False, ":" + pm.group(2), pm.group(1)
         elif pm.group(1) is not None:
             stream = pm.group(2) == "streamGenerateContent"

@@ -14,6 +14,9 @@ from busbar.proto.ops.embed_bedrock import CODEC as EMBED_BEDROCK
 from busbar.proto.ops.embed_cohere import CODEC as EMBED_COHERE
 from busbar.proto.ops.embed_gemini import CODEC as EMBED_GEMINI
 from busbar.proto.ops.embed_openai import CODEC as EMBED_OPENAI
+from busbar.proto.ops.images import BEDROCK as IMAGES_BEDROCK
+from busbar.proto.ops.images import GEMINI as IMAGES_GEMINI
+from busbar.proto.ops.images import OPENAI as IMAGES_OPENAI
 from busbar.proto.ops.moderation import CODEC as MODERATION_OPENAI
 from busbar.proto.ops.rerank import BEDROCK as RERANK_BEDROCK
 from busbar.proto.ops.rerank import COHERE as RERANK_COHERE
@@ -26,6 +29,9 @@ CODECS: dict[tuple[str, str], OpCodec] = {
     ("rerank", "cohere"): RERANK_COHERE,
     ("rerank", "bedrock"): RERANK_BEDROCK,
     ("moderation", "openai"): MODERATION_OPENAI,
+    ("images", "openai"): IMAGES_OPENAI,
+    ("images", "gemini"): IMAGES_GEMINI,
+    ("images", "bedrock"): IMAGES_BEDROCK,
 }
 """Every (operation, provider protocol) this build serves."""
 

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import base64
 import struct
+import sys
+from array import array
 from typing import Any, Protocol
 
 from busbar.proto.errors import BadRequest
+
+_BIG_ENDIAN = sys.byteorder == "big"
 
 
 class OpCodec(Protocol):
@@ -75,8 +79,12 @@ def opt_int(body: dict[str, Any], field: str) -> int | None:
 
 
 def floats_b64(vector: list[float]) -> str:
-    """A vector as OpenAI's ``encoding_format: base64`` string (little-endian float32, base64)."""
-    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+    """A vector as OpenAI's ``encoding_format: base64`` string (little-endian float32, base64).
+    Raises ``TypeError`` for a non-number."""
+    packed = array("f", vector)
+    if _BIG_ENDIAN:
+        packed.byteswap()
+    return base64.b64encode(packed.tobytes()).decode("ascii")
 
 
 def b64_floats(text: str) -> list[float]:
@@ -88,8 +96,10 @@ def b64_floats(text: str) -> list[float]:
 
 
 def vectors_of(value: Any) -> list[list[float]]:
-    """Check a decoded list of float vectors. Raises ``TypeError``."""
+    """Check a decoded list of float vectors (each a list starting with a number: checking every
+    value would cost more than the rest of the hop; a later non-number fails the writer). Raises
+    ``TypeError``."""
     if not isinstance(value, list) or not all(
-            isinstance(v, list) and all(isinstance(x, (int, float)) for x in v) for v in value):
+            type(v) is list and (not v or isinstance(v[0], (int, float))) for v in value):
         raise TypeError("embeddings are not lists of numbers")
     return value
