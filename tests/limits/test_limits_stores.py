@@ -58,15 +58,16 @@ class Gw(BusbarProcess):
         self.admin = httpx.Client(base_url=f"http://127.0.0.1:{admin_port}/api/v1/admin", timeout=30,
                                   headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
 
-    def mint(self, group: str) -> str:
+    def mint(self, group: str) -> tuple[str, str]:
         r = self.admin.post("/keys", json={"name": f"k-{group}", "group": group})
         assert r.status_code == 201, r.text
+        key_id: str = r.json()["id"]
         token: str = r.json()["token"]
         probe = {"model": "no-such-pool", "messages": [{"role": "user", "content": "hi"}]}     # 404 once known
         wait_until(lambda: httpx.post(self.url + "/v1/chat/completions", json=probe, timeout=5,
                                       headers={"authorization": f"Bearer {token}"}).status_code == 404,
                    what="the minted key synced")
-        return token
+        return key_id, token
 
     def stop(self) -> None:
         self.admin.close()
@@ -104,17 +105,41 @@ def _c028(gw: Gw, mock, token: str) -> None:  # noqa: ANN001
     assert 1 <= int(exc.value.response.headers["retry-after"]) <= 3600
 
 
+def _reports(gw: Gw, id27: str) -> None:
+    """The admin usage and groups reports after C027 (2 × 1 500 µ) and C028 (2 default replies)."""
+    g = gw.admin.get("/groups/g27").json()
+    assert g == {"name": "g27", "parent": None, "enabled": True, "runtime": False, "chain": ["g27"],
+                 "limits": [{"metric": "budget", "amount": 10000, "per": "month", "pool": None, "shadow": False,
+                             "bucket": "group:g27@month", "used": 3000, "reserved": 0, "remaining": 7000}]}
+    growth = gw.admin.get("/groups/growth").json()["limits"][0]
+    assert (growth["bucket"], growth["used"], growth["remaining"]) == ("group:growth@hour", 2, 0)
+    assert gw.admin.get("/groups/nope").status_code == 404
+    mine = gw.admin.get(f"/keys/{id27}/usage").json()
+    assert {k: mine[k] for k in ("group", "input", "output", "billable_requests", "spend_micros",
+                                 "budget_remaining")} == {"group": "g27", "input": 1800, "output": 400,
+                                                          "billable_requests": 2, "spend_micros": 3000,
+                                                          "budget_remaining": 7000}
+    day = gw.admin.get("/usage").json()
+    assert [m["model"] for m in day["by_model"]] == ["gpt"]
+    assert day["by_model"][0]["spend_micros"] == sum(k["spend_micros"] for k in day["by_key"]) \
+        == day["totals"]["spend_micros"]
+    assert (day["by_key"][0]["key_id"], day["by_key"][0]["spend_micros"]) == (id27, 3000)
+    assert len(day["by_key"]) == 2 and day["others"] is None
+    assert gw.admin.get("/usage", params={"day": "2026-13-01"}).status_code == 400
+
+
 @pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres", "valkey"])
 def test_c027_and_c028_with_minted_keys(backend, mock, store_config, plugins_dir, tmp_path) -> None:  # noqa: ANN001, F811
     store_yaml = _store_yaml(backend, store_config, plugins_dir)
     gw = Gw(tmp_path, mock.url, store_yaml, free_port()).start()
     try:
-        k27, kbob = gw.mint("g27"), gw.mint("bob")
+        (id27, k27), (_, kbob) = gw.mint("g27"), gw.mint("bob")
         mock.clear()
         _c027(gw, mock, k27)
         mock.clear()
         _c028(gw, mock, kbob)
-        time.sleep(0.3)                                  # two flush intervals: the ledger is in the store
+        time.sleep(0.3)                                  # flush intervals: the ledger is in the store
+        _reports(gw, id27)
     finally:
         gw.stop()
     if backend == "memory":
