@@ -250,6 +250,22 @@ class Limiter:
             return Refusal(429, "quota", f"{where} is exhausted (budget {lim.amount})", retry, lim)
         return Refusal(429, "rate_limit", f"{where} exceeded (limit {lim.amount})", retry, lim)
 
+    def usage_of(self, lim: Limit) -> dict[str, int]:
+        """What ``lim``'s bucket holds now: ``{"used", "reserved"}`` (requests: billable count;
+        tokens: tokens, reserved = the worst case of open requests; budget: micro-units spent,
+        reserved = open reservations; concurrent: in flight)."""
+        if lim.metric == "concurrent":
+            return {"used": self.inflight.get(lim.group, 0), "reserved": 0}
+        now = int(self.clock())
+        win = self.current.get(lim.bucket)
+        if win is None or win.start > now or (win.end is not None and now >= win.end):
+            return {"used": 0, "reserved": 0}
+        if lim.metric == "requests":
+            return {"used": win.billable, "reserved": 0}
+        if lim.metric == "tokens":
+            return {"used": win.tokens, "reserved": win.reserved_tokens}
+        return {"used": self.spent_micros(win), "reserved": micros(win.reserved_cost)}
+
     # -- signals -------------------------------------------------------------------------------
     def headroom(self, group: str, pool: str | None) -> tuple[int | None, float | None]:
         """``(budget_remaining, rate_headroom)`` of ``group``'s chain for a request through

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from busbar_sdk.store import StoreError
 from busbar_sdk.store.windows import window_start
 
 from busbar.limits.cost import RateCard, tiers_of
@@ -66,6 +67,7 @@ class Limits:
 
     def __init__(self, cfg: Any, registry: CollectorRegistry | None = None, open_group: str | None = None) -> None:
         self.card = RateCard(cfg.rate_card, cfg.per_request_fee)
+        self.config_groups: dict[str, Any] = dict(cfg.groups)
         self.tree = GroupTree(cfg.groups)
         self.metrics = LimitMetrics(registry)
         self.limiter = Limiter(self.tree, self.card, on_shadow=self._shadow, on_refuse=self.metrics.refused)
@@ -81,6 +83,37 @@ class Limits:
             return None
         group = os.environ.get(OPEN_GROUP_ENV) or None
         return cls(cfg, registry, group if group in cfg.groups else None)
+
+    def set_runtime(self, runtime: Mapping[str, Any]) -> None:
+        """Enforce the auto-provisioned groups ``runtime`` (``{name: GroupConfig}``) beside the
+        config's (a config group of the same name wins). Counters are kept: they are per bucket."""
+        self.tree = GroupTree({**runtime, **self.config_groups})
+        self.limiter.tree = self.tree
+
+    async def start(self, gw: Gateway) -> None:
+        """Boot, after the store and the admin plane are up: enforce the runtime groups (and follow
+        them), seed the counters from the store's ledger, and re-check every stored key's group: a
+        key bound to a group the running config does not have is logged (its requests fail closed).
+
+        A store that fails while seeding is logged; the node then counts from zero.
+        """
+        runtime = getattr(gw, "runtime_groups", None)
+        if runtime is not None:
+            self.set_runtime(runtime.all())
+            runtime.on_change.append(self.set_runtime)
+        store = getattr(gw, "store", None)
+        if store is not None:
+            try:
+                await self.seed_from(store)
+            except StoreError as e:      # serve anyway: this node counts from zero until it flushes
+                log.error("store (%s): the usage ledger could not be read (%s); limits count from zero "
+                          "on this node", store.backend, e)
+        keysync = getattr(gw, "keysync", None)
+        for key in (keysync.keys.values() if keysync is not None else ()):
+            group = getattr(key, "group", None)
+            if group is not None and self.tree.chain(group) is None and getattr(key, "deleted_at", None) is None:
+                log.warning("key %s is bound to group '%s', which is not configured; its requests are refused "
+                            "(403) until the group is configured or the key rebound", key.id, group)
 
     async def seed_from(self, store: Store) -> int:
         """Load every bucket's current window from ``store``'s ledger (boot, before serving), so a

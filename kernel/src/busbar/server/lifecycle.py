@@ -129,6 +129,8 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
     try:
         front = await start_front_door(gateway, loaded, os.environ)
         admin = await start_admin(state, loaded)
+        if gateway.limiter is not None:        # runtime groups, counters seeded from the ledger
+            await gateway.limiter.start(gateway)
     except (FrontDoorBootError, AdminStartError) as e:
         for t in front:
             t.cancel()
