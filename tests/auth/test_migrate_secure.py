@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.auth.shapes import assert_refused, post
 from tests.support.gateway import BusbarProcess
 
@@ -30,9 +28,7 @@ TODO = ("# TODO(migrate): static tokens are gone in 1.5.0: mint a signed key for
         "keys mint --name <caller>' (docs/auth.md#minting-keys); 1.x bearer tokens stop working")
 
 
-@pytest.mark.parametrize("auth", ["auth:\n  client_tokens: [team-token-1]\n",
-                                  "auth:\n  mode: bearer\n  client_tokens: [team-token-1]\n"])
-def test_migrated_token_deployment_refuses_callers_without_a_minted_key(tmp_path, mock, auth):
+def _migrate(tmp_path, auth: str) -> str:
     old = tmp_path / "old.yaml"
     old.write_text(OLD + auth)
     r = subprocess.run([BUSBAR, "--migrate-config", str(old)], capture_output=True, text=True, timeout=60,
@@ -41,7 +37,16 @@ def test_migrated_token_deployment_refuses_callers_without_a_minted_key(tmp_path
     lines = r.stdout.splitlines()
     at = lines.index("auth:")
     assert lines[at + 1:at + 3] == [f"  {TODO}", "  chain: [keys]"]
-    gw = BusbarProcess(r.stdout.replace("MOCK", mock.url), tmp_path, env={"KEY_OPENAI": "sk-o"})
+    return r.stdout
+
+
+def test_a_bearer_mode_deployment_migrates_to_the_keys_chain(tmp_path):
+    _migrate(tmp_path, "auth:\n  mode: bearer\n  client_tokens: [team-token-1]\n")
+
+
+def test_migrated_token_deployment_refuses_callers_without_a_minted_key(tmp_path, mock):
+    new = _migrate(tmp_path, "auth:\n  client_tokens: [team-token-1]\n")
+    gw = BusbarProcess(new.replace("MOCK", mock.url), tmp_path, env={"KEY_OPENAI": "sk-o"})
     with gw:
         for headers in ({}, {"authorization": "Bearer team-token-1"}):
             assert_refused(post(gw.url, "openai", headers), "openai")

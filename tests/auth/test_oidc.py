@@ -16,6 +16,7 @@ import jwt
 import openai
 import pytest
 from busbar_sdk.artifact import build_wheels, generate_signing_key, pack_artifact
+from busbar_sdk.testing import load_packed
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
@@ -137,11 +138,14 @@ def test_the_jwks_is_cached(gw):
     assert _Jwks.hits == before
 
 
-def test_a_metadata_jwks_url_refuses_the_boot(busbar_factory, mock, plugin_dir):
-    chain = (f'\n    - oidc: {{ settings: {{ issuer: "{ISSUER}", audience: {AUDIENCE}, '
-             f'jwks_url: "http://169.254.169.254/jwks" }} }}')
-    text = config(chain) + (f'plugins: {{ enabled: true, dir: "{plugin_dir}", trust: {{ publishers: '
-                            f'[ {{ name: acme, public_key: "{SIGN[1]}" }} ] }} }}\n')
-    with pytest.raises(RuntimeError) as e:
-        busbar_factory(text, mock.url)
-    assert "auth.chain[0]: auth plugin 'oidc' did not open" in str(e.value)
+def test_a_metadata_jwks_url_does_not_open(plugin_dir, tmp_path):
+    plugin = load_packed(plugin_dir / "busbar-auth-oidc-1.5.0.tar.gz", public_key=SIGN[1], workdir=tmp_path)
+    try:
+        with pytest.raises(ValueError) as e:
+            plugin.open({"issuer": ISSUER, "audience": AUDIENCE, "jwks_url": "http://169.254.169.254/jwks"})
+        assert "169.254.169.254" in str(e.value) and "metadata" in str(e.value)
+        with pytest.raises(ValueError) as e:
+            plugin.open({"issuer": ISSUER, "audience": AUDIENCE})
+        assert "settings: set exactly one of jwks_url and jwks_file" in str(e.value)
+    finally:
+        plugin.unload()

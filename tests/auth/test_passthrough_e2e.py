@@ -53,8 +53,8 @@ def test_a_provider_401_is_the_callers_and_leaves_the_lane_up(gw, mock):
     assert post(gw.url, "openai", {"authorization": "Bearer sk-caller-right"}).status_code == 200
 
 
-def test_with_own_credentials_the_same_401_puts_the_lane_down(busbar_factory, mock):
-    own = busbar_factory(config("[]"), mock.url)
+def test_with_own_credentials_the_same_401_puts_the_lane_down(inproc_factory, mock):
+    own = inproc_factory(config("[]"), mock.url)
     mock.script([{"match": {"protocol": "openai"}, "times": 1, "response": {"status": 401}}])
     assert post(own.url, "openai", {}).status_code == 503          # the lane's key failed: hard-down
     assert post(own.url, "openai", {}).status_code == 503
