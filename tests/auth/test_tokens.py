@@ -112,3 +112,16 @@ def test_a_configured_key_wins(tmp_path: Path):
     ring = asyncio.run(load_keyring(text, config_path=tmp_path / "config.yaml", store=None))
     assert ring.kid == keyring_from_text(text, "x").kid and ring.source == "auth.signing_key"
     assert not (tmp_path / GENERATED_FILE).exists()
+
+
+def _kid_of_generated(config_path: str) -> str:
+    return asyncio.run(load_keyring(None, config_path=Path(config_path), store=None)).kid
+
+
+def test_processes_racing_on_first_boot_share_one_generated_key(tmp_path: Path):
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(4) as pool:
+        kids = list(pool.map(_kid_of_generated, [str(tmp_path / "config.yaml")] * 8))
+    assert len(set(kids)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [GENERATED_FILE]    # no temporary file left behind

@@ -23,6 +23,7 @@ import base64
 import hashlib
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -166,13 +167,22 @@ def rotated_text(text: str) -> str:
 
 
 def _file_text(path: Path) -> str:
-    """Read ``path``, creating it (0600, exclusive) with a new key when absent."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text("ascii")
-    with os.fdopen(fd, "w") as f:
-        f.write(generate_text())
+    """Read ``path``, creating it (0600) with a new key when absent.
+
+    The key is written to a private temporary file first and hard-linked into place, which fails if
+    the file already exists: processes racing on first boot (``--workers``) all end up reading the
+    one complete file, never a half-written one.
+    """
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(prefix=".busbar-signing-", dir=path.parent)   # mode 0600
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(generate_text())
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
     return path.read_text("ascii")
 
 
