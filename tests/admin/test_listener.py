@@ -148,17 +148,6 @@ def test_taken_admin_port_is_a_start_up_failure(tmp_path: Path) -> None:
             f"or choose another admin_listen") in done.stderr
 
 
-def test_idp_module_in_admin_auth_is_refused(tmp_path: Path) -> None:
-    text = _config("127.0.0.1:0").replace("    - admin-tokens: { token: { env: T_ADMIN_TOKEN } }",
-                                          "    - oidc: { max_admin_scope: mint }")
-    done = subprocess.run([BUSBAR, "--validate", "--config", str(_write(tmp_path, text))], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "T_PROVIDER_KEY": "sk"})
-    assert done.returncode == 2
-    assert done.stderr.splitlines()[0] == (
-        "config.yaml: auth.admin_auth[0]: 'oidc': an identity-provider module gating the admin API is not supported "
-        "in this build; use admin-tokens with a token: (see docs/admin.md#authentication)")
-
-
 def _write(tmp_path: Path, text: str) -> Path:
     p = tmp_path / "config.yaml"
     p.write_text(text)

@@ -117,9 +117,6 @@ def faults(extra: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("extra", "line"), [
-    ("auth: { admin_auth: [oidc] }\n", "auth.admin_auth[0]: 'oidc': an identity-provider module gating the admin "
-                                       "API is not supported in this build; use admin-tokens with a token: (see "
-                                       "docs/admin.md#authentication)"),
     ("advanced: { worker_threads: 4 }\n", f"advanced.worker_threads: 4: a worker thread count {TAIL}"),
     ("advanced: { upstream_h2_prior_knowledge: true }\n",
      f"advanced.upstream_h2_prior_knowledge: True: HTTP/2 to upstreams {TAIL}"),

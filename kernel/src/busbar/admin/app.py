@@ -55,7 +55,7 @@ def _route_path(request: Request) -> str | None:
 async def authorize(request: Request) -> None:
     """Authenticate, check the route's scope, spend the mutation budget (see the module docstring)."""
     ctx = admin_of(request)
-    principal = ctx.auth.authenticate(credential_of(request.headers))
+    principal = await ctx.auth.authenticate(credential_of(request.headers))
     if principal is None:
         raise AdminError("unauthorized", "a valid admin credential is required (Authorization: Bearer <token> "
                                          "or x-admin-token)", {"WWW-Authenticate": "Bearer"})
@@ -63,8 +63,9 @@ async def authorize(request: Request) -> None:
     route = _route_path(request)
     needed = required_scope(request.method, route)
     if not covers(principal.scopes, needed):
+        held = ", ".join(sorted(principal.scopes)) or "no admin scope"
         raise AdminError("forbidden", f"{request.method} {route or request.url.path} needs the '{needed}' admin "
-                                      f"scope; this credential holds {', '.join(sorted(principal.scopes))}")
+                                      f"scope; this credential holds {held}")
     if request.method not in ("GET", "HEAD"):
         wait = ctx.limiter.spend(principal.name, class_of(route or ""))
         if wait is not None:
@@ -130,7 +131,7 @@ def create_admin_app(ctx: AdminContext | None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
-        if admin_of(request).auth.authenticate(credential_of(request.headers)) is None:
+        if await admin_of(request).auth.authenticate(credential_of(request.headers)) is None:
             return error_response(AdminError("unauthorized", "a valid admin credential is required "
                                              "(Authorization: Bearer <token> or x-admin-token)",
                                              {"WWW-Authenticate": "Bearer"}))

@@ -9,13 +9,19 @@ covers the other, and holding both is still not ``full``.
 (``/api/v1/admin/keys/{key_id}``); a method or route not in :data:`ROUTE_SCOPES` requires ``full``
 (fail closed). The OpenAPI document states each operation's scope as ``x-busbar-required-scope``.
 
+An identity-provider principal (an ``auth.admin_auth`` plugin) holds :func:`role_scopes`: the union
+of the ``admin_scope`` of its roles bound under ``auth.role_bindings.<module>``, each capped by the
+module's ``max_admin_scope`` (:func:`capped`: a ceiling incomparable with a grant reduces it to
+``read-only``). An unbound role grants nothing.
+
 Source: docs/admin.md#scopes.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-__all__ = ["PREFIX", "ROUTE_SCOPES", "SCOPES", "covers", "required_scope"]
+__all__ = ["PREFIX", "ROUTE_SCOPES", "SCOPES", "capped", "covers", "required_scope", "role_scopes"]
 
 PREFIX = "/api/v1/admin"
 SCOPES = ("read-only", "hooks-register", "mint", "full")
@@ -46,3 +52,24 @@ def covers(granted: Iterable[str], required: str) -> bool:
     if required == "read-only":
         return bool(have & {"read-only", "mint", "hooks-register"})
     return required in have
+
+
+def capped(grant: str, ceiling: str) -> str:
+    """``grant`` under a module's ``max_admin_scope`` ``ceiling`` (incomparable: ``read-only``)."""
+    if ceiling == "full" or grant == ceiling:
+        return grant
+    if grant == "full":
+        return ceiling
+    return "read-only"
+
+
+def role_scopes(bindings: Mapping[str, Any], roles: Iterable[str], ceiling: str) -> frozenset[str]:
+    """The admin scopes ``roles`` earn under one module's ``bindings`` (role -> RoleBinding), each
+    capped by ``ceiling``; empty when no bound role grants one."""
+    out = set()
+    for role in roles:
+        b = bindings.get(role)
+        grant = getattr(b, "admin_scope", None) if b is not None else None
+        if grant is not None:
+            out.add(capped(grant, ceiling))
+    return frozenset(out)

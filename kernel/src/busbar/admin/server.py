@@ -8,7 +8,9 @@
    plugin (the front door notes each refused use of a revoked key there: ``busbar.auth``);
 3. the runtime groups (``gw.runtime_groups``), loaded from the store;
 4. the admin chain (``auth.admin_auth``): ``admin-tokens`` tokens resolved from their secret
-   references; ``[]`` = open (a loud warning). When nothing could ever authenticate (the default
+   references, identity-provider ``kind: auth`` plugins opened with their settings (scopes from
+   ``auth.role_bindings.<module>.<role>.admin_scope`` under ``max_admin_scope``); ``[]`` = open (a
+   loud warning). When nothing could ever authenticate (the default
    ``[admin-tokens]`` without ``token:``) no listener starts and one line says how to enable it;
 5. the FastAPI app (``busbar.admin.app``) served by uvicorn on ``admin_listen`` from a socket bound
    here, so a taken port is a clear :class:`AdminStartError` (the process exits 1); with
@@ -42,7 +44,7 @@ from busbar.admin.app import create_admin_app
 from busbar.admin.audit import AuditLog
 from busbar.admin.context import AdminContext
 from busbar.admin.keys import KeyService
-from busbar.admin.principal import AdminAuth
+from busbar.admin.principal import AdminAuth, IdpEntry
 from busbar.admin.provision import RuntimeGroups
 from busbar.config.schema_base import BUILTIN_ADMIN_MODULE
 from busbar.config.validate_auth import split_hostport
@@ -86,17 +88,26 @@ def _secret(ref: Any, where: str, gw: Gateway) -> str:
 
 def admin_auth(loaded: LoadedConfig, gw: Gateway) -> AdminAuth:
     """The resolved admin chain. Raises :class:`AdminStartError` for a token that does not resolve."""
+    from busbar.auth.boot import FrontDoorBootError, _plugin_module
     from busbar.config.secrets import SecretError
 
     modules = loaded.config.auth.modules("admin_auth")
     tokens = []
+    idp = []
     for i, mod in enumerate(modules):
-        if mod.name == BUILTIN_ADMIN_MODULE and mod.token is not None:
-            try:
-                tokens.append(_secret(mod.token, f"auth.admin_auth[{i}].{mod.name}.token", gw))
-            except SecretError as e:
-                raise AdminStartError(f"config.yaml: {e}") from None
-    return AdminAuth(tokens, open_admin=not modules)
+        where = f"auth.admin_auth[{i}]"
+        if mod.name == BUILTIN_ADMIN_MODULE:
+            if mod.token is not None:
+                try:
+                    tokens.append(_secret(mod.token, f"{where}.{mod.name}.token", gw))
+                except SecretError as e:
+                    raise AdminStartError(f"config.yaml: {e}") from None
+            continue
+        try:
+            idp.append(IdpEntry(_plugin_module(gw, loaded, mod, where), mod.max_admin_scope))
+        except FrontDoorBootError as e:
+            raise AdminStartError("\n".join(e.faults)) from None
+    return AdminAuth(tokens, open_admin=not modules, idp=idp)
 
 
 class AdminPlane:

@@ -58,8 +58,6 @@ class Unsupported:
 
 #: The keys refused at boot when set to a non-default value (order = doc order = fault order).
 UNSUPPORTED: tuple[Unsupported, ...] = (
-    Unsupported("auth.role_bindings.*.*.admin_scope", "an admin scope granted by a role",
-                "role bindings grant data-plane access only; admin credentials come from auth.admin_auth"),
     Unsupported("rate_card.*.per_image_utok", "per-image pricing",
                 "no cost ledger is kept; image usage is normalised but nothing charges it yet "
                 "(docs/beyond-chat.md#usage)"),
@@ -97,6 +95,7 @@ READERS: dict[str, str] = {
     "admin_tls": "admin/server.py",
     "admin_insecure": "config/validate_auth.py",          # the exposure rule; the listener is admin/server.py
     "auth.admin_auth": "admin/server.py",
+    "auth.role_bindings.*.*.admin_scope": "admin/scopes.py",
     "limits.max_keys_per_principal": "admin/keys.py",
     "limits.max_auto_provisioned_groups": "admin/keys.py",
     "tls": "server/tls.py",

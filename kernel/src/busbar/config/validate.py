@@ -259,9 +259,7 @@ def validate(loaded: LoadedConfig, env: Mapping[str, str], *, read_file: FileRea
     errors, warnings = ctx.out.errors, ctx.out.warnings
     if check_support:
         from busbar.config.support import unsupported_faults
-        from busbar.config.validate_admin import unsupported as admin_unsupported
-
-        refused = unsupported_faults(ctx.cfg, ctx.src) + admin_unsupported(ctx.cfg, ctx.src)
+        refused = unsupported_faults(ctx.cfg, ctx.src)
         if refused:
             roots = [path for path, _ in refused]
             errors = [line for _, line in refused] + [e for e in errors
