@@ -4,8 +4,8 @@ One process, one event loop (uvloop when installed, as the server uses), the rea
 ASGI app of ``busbar.server.app`` is called with a synthetic HTTP scope, so every sample covers body
 read, JSON parse, target resolution, admission, the walk, the upstream call (``httpx.MockTransport``
 answering a canned 200 with usage at once), the reply write and the request record's finishers
-(where settlement runs). Two gateways with the same pool and rate card, measured interleaved in
-rounds so machine drift hits both equally:
+(where settlement runs, beside the metering finisher every server runs). Two gateways with the same pool and rate card, measured interleaved in
+alternation (plain, limited, limited, plain, ...) so machine drift hits both equally:
 
 * ``plain``: no ``groups:`` (the baseline);
 * ``limited``: every request charges through ``leaf`` -> ``team`` -> ``org`` (a 3-level chain) with
@@ -38,6 +38,7 @@ from busbar.config.load import load_config_text
 from busbar.limits.engine import Worst
 from busbar.proxy.gateway import Gateway
 from busbar.server.app import AppState, create_app
+from busbar.store.metering import metering_finisher
 from busbar_sdk.store import TierTokens
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,20 +107,18 @@ def _pct(samples: list[int]) -> dict[str, float]:
     return {"p50_us": pick(0.5), "p90_us": pick(0.9), "p99_us": pick(0.99), "mean_us": statistics.fmean(s) / 1000.0}
 
 
-async def _measure(apps: dict[str, Any], samples: int, rounds: int) -> dict[str, list[int]]:
+async def _measure(apps: dict[str, Any], samples: int) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {name: [] for name in apps}
     for app in apps.values():                       # warm-up
         for _ in range(300):
             assert await _request(app) == 200
-    per = max(1, samples // rounds)
     clock = time.perf_counter_ns
-    for _ in range(rounds):
-        for name, app in apps.items():
-            bucket = out[name]
-            for _ in range(per):
-                t0 = clock()
-                await _request(app)
-                bucket.append(clock() - t0)
+    order = list(apps.items())
+    for i in range(samples):             # alternate request by request: drift hits both series alike
+        for name, app in (order if i % 2 == 0 else order[::-1]):
+            t0 = clock()
+            await _request(app)
+            out[name].append(clock() - t0)
     return out
 
 
@@ -141,7 +140,6 @@ def _micro(gw: Gateway, samples: int) -> list[int]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=20_000)
-    ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     plain = Gateway.build(load_config_text(CONFIG, {"K": "x"}), {"K": "x"}, transport=httpx.MockTransport(_upstream))
@@ -149,13 +147,17 @@ def main() -> int:
                             transport=httpx.MockTransport(_upstream))
     assert limited.limiter is not None and plain.limiter is not None   # the rate card alone builds one
     limited.limiter.open_group = "leaf"          # what a key bound to the leaf does (no identity in-process)
-    apps = {"plain": create_app(AppState(gateway=plain)), "limited": create_app(AppState(gateway=limited))}
+    apps = {}
+    for name, gw in (("plain", plain), ("limited", limited)):
+        state = AppState(gateway=gw)
+        state.finishers.append(metering_finisher(gw))    # as the server runs (server/lifecycle.py)
+        apps[name] = create_app(state)
     try:
         import uvloop
         loop_name, runner = "uvloop", uvloop.run
     except ImportError:  # pragma: no cover
         loop_name, runner = "asyncio", asyncio.run
-    raw = runner(_measure(apps, args.samples, args.rounds))
+    raw = runner(_measure(apps, args.samples))
     lim = limited.limiter.limiter
     charged = {b: (w.requests, w.billable) for b, w in lim.current.items()}
     assert all(r == b > 0 for r, b in charged.values()) and len(charged) == 3, charged
@@ -165,7 +167,7 @@ def main() -> int:
     added = {"p50_us": results["limited"]["p50_us"] - results["plain"]["p50_us"],
              "p99_us": results["limited"]["p99_us"] - results["plain"]["p99_us"]}
     report = {"busbar": __version__, "python": platform.python_version(), "loop": loop_name,
-              "loadavg": os.getloadavg(), "samples": args.samples, "rounds": args.rounds,
+              "loadavg": os.getloadavg(), "samples": args.samples,
               "results": results, "added": added, "buckets": len(charged)}
     out = ROOT / "bench" / "results" / "limits.json"
     out.parent.mkdir(parents=True, exist_ok=True)

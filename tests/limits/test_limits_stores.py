@@ -24,7 +24,7 @@ from tests.limits.test_limits_e2e import PROMPT, _openai_body, _together
 from tests.support.gateway import BusbarProcess, free_port
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ADMIN_TOKEN = "adm-limits-7c1f"
 CONFIG = """

@@ -13,7 +13,9 @@
 - ``settle(ticket, ok, model, tiers)`` runs once per admitted request at its end (reply sent,
   stream ended, client gone): reservations released, the real tokens added to every charged
   bucket (spend derived from them), ``billable_requests`` refunded on a non-2xx outcome, the
-  in-flight gauges released. Ledger deltas go to ``flusher.add_usage`` (additive, no I/O).
+  in-flight gauges released; the request (+1, billable unless refunded, its tokens) joins each
+  charged bucket window's pending delta. ``drain()`` (every flush interval, and at shutdown) hands
+  one additive delta per dirty window to ``flusher.add_usage`` (no I/O).
 
 Every check and every charge happens without an ``await`` in between, so on one node the check
 and the charge are one atomic step: recorded spend plus open reservations never exceeds a budget
@@ -55,11 +57,15 @@ class Worst:
 class Window:
     """The in-memory counters of one bucket window (ledger + open reservations)."""
 
-    __slots__ = ("start", "end", "requests", "billable", "tokens", "spend", "reserved_cost", "reserved_tokens",
-                 "models")
+    __slots__ = ("bucket", "start", "end", "pend_requests", "pend_billable", "pend_models", "requests",
+                 "billable", "tokens", "spend", "reserved_cost", "reserved_tokens", "models")
 
-    def __init__(self, start: int, end: int | None = None) -> None:
+    def __init__(self, bucket: str, start: int, end: int | None = None) -> None:
+        self.bucket = bucket
         self.start = start
+        self.pend_requests = 0       # settled since the last drain (the ledger delta to flush)
+        self.pend_billable = 0
+        self.pend_models: dict[str, list[int]] = {}
         self.end = end               # first second after the window (None: never rolls)
         self.requests = 0           # admitted
         self.billable = 0           # admitted minus non-2xx refunds (the requests limit and the fee)
@@ -125,6 +131,7 @@ class Limiter:
         self.current: dict[str, Window] = {}         # bucket -> its current window
         self.inflight: dict[str, int] = {}           # group -> requests in flight
         self.reservations = 0                        # open tickets
+        self.dirty: dict[Window, None] = {}          # windows with settled requests not drained (ordered)
 
     # -- state ---------------------------------------------------------------------------------
     def window(self, lim: Limit, now: int) -> Window:
@@ -136,7 +143,7 @@ class Limiter:
         per = lim.per or "total"
         start = window_start(per, now)
         if win is None or win.start != start:
-            win = self.current[bucket] = Window(start, window_end(per, start))
+            win = self.current[bucket] = Window(bucket, start, window_end(per, start))
         return win
 
     def seed(self, bucket: str, start: int, ledger: UsageLedger) -> None:
@@ -144,7 +151,7 @@ class Limiter:
         win = self.current.get(bucket)
         if win is None or win.start < start:
             per = bucket.split("@", 1)[1].split("#", 1)[0]
-            win = self.current[bucket] = Window(start, window_end(per, start))
+            win = self.current[bucket] = Window(bucket, start, window_end(per, start))
         elif win.start != start:
             return
         win.requests += ledger.requests
@@ -224,14 +231,11 @@ class Limiter:
                         self.on_shadow(lim)
                     continue
                 return self._over(lim, now)
-        flusher = self.flusher
-        for bucket, win in charged.items():
+        for win in charged.values():
             win.requests += 1
             win.billable += 1
             win.reserved_cost += worst.cost
             win.reserved_tokens += worst.tokens
-            if flusher is not None:
-                flusher.add_usage(bucket, win.start, UsageDelta(1, 1))
         names = tuple(g.name for g in chain)
         inflight = self.inflight
         for name in names:
@@ -323,39 +327,56 @@ class Limiter:
             ntok = tiers.input + tiers.output + tiers.cache_read + tiers.cache_write
             rates = self.card.rates_of(model)
             cost = self.card.cost_pico(rates, tiers) if rates is not None else 0
-        flusher = self.flusher
+        dirty = self.dirty
+        ledger = self.flusher is not None
         for bucket, win in ticket.windows:
             win.reserved_cost -= worst.cost
             win.reserved_tokens -= worst.tokens
-            if self.current.get(bucket) is not win:     # the window rolled: the store has it
-                if flusher is not None:
-                    self._flush_end(bucket, win.start, ok, model, tiers, used)
+            if ledger:
+                win.pend_requests += 1
+                if ok:
+                    win.pend_billable += 1
+                if used:
+                    assert model is not None and tiers is not None
+                    _count(win.pend_models, model, tiers)
+                dirty[win] = None
+            if self.current.get(bucket) is not win:     # the window rolled: only the ledger hears of it
                 continue
             if not ok:
                 win.billable = max(0, win.billable - 1)
             if used:
                 assert model is not None and tiers is not None
                 _add(win, model, tiers, ntok, cost)
-            if flusher is not None:
-                self._flush_end(bucket, win.start, ok, model, tiers, used)
 
-    def _flush_end(self, bucket: str, start: int, ok: bool, model: str | None, tiers: TierTokens | None,
-                   used: bool) -> None:
-        if ok and not used:
-            return
-        models = {model: tiers} if used and model is not None and tiers is not None else {}
-        self.flusher.add_usage(bucket, start, UsageDelta(0, 0 if ok else -1, models))
+    def drain(self) -> int:
+        """Hand what settled since the last drain to ``flusher.add_usage``: one additive delta per
+        bucket window (requests, billable requests, tokens per model). Returns how many."""
+        dirty, self.dirty = self.dirty, {}
+        flusher = self.flusher
+        n = 0
+        for win in dirty:
+            if flusher is not None and win.pend_requests:
+                models = {m: TierTokens(*v) for m, v in win.pend_models.items()}
+                flusher.add_usage(win.bucket, win.start, UsageDelta(win.pend_requests, win.pend_billable, models))
+                n += 1
+            win.pend_requests = win.pend_billable = 0
+            win.pend_models = {}
+        return n
 
 
-def _add(win: Window, model: str, tiers: TierTokens, ntok: int, cost: int) -> None:
-    """Add one model's ``tiers`` (``ntok`` tokens, ``cost`` pico-units) to ``win``."""
-    m = win.models.get(model)
+def _count(models: dict[str, list[int]], model: str, tiers: TierTokens) -> None:
+    m = models.get(model)
     if m is None:
-        win.models[model] = [tiers.input, tiers.output, tiers.cache_read, tiers.cache_write]
+        models[model] = [tiers.input, tiers.output, tiers.cache_read, tiers.cache_write]
     else:
         m[0] += tiers.input
         m[1] += tiers.output
         m[2] += tiers.cache_read
         m[3] += tiers.cache_write
+
+
+def _add(win: Window, model: str, tiers: TierTokens, ntok: int, cost: int) -> None:
+    """Add one model's ``tiers`` (``ntok`` tokens, ``cost`` pico-units) to ``win``."""
+    _count(win.models, model, tiers)
     win.tokens += ntok
     win.spend += cost

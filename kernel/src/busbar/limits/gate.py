@@ -22,6 +22,8 @@ Source: docs/limits.md.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -74,6 +76,7 @@ class Limits:
         self.metrics.watch(self.limiter)
         self.default_max = int(cfg.limits.default_max_tokens)
         self.open_group = open_group
+        self._drainer: asyncio.Future[None] | None = None
         self._lanes: dict[str, tuple[Any, ...]] = {}
 
     @classmethod
@@ -91,12 +94,17 @@ class Limits:
         self.limiter.tree = self.tree
 
     async def start(self, gw: Gateway) -> None:
-        """Boot, after the store and the admin plane are up: enforce the runtime groups (and follow
-        them), seed the counters from the store's ledger, and re-check every stored key's group: a
-        key bound to a group the running config does not have is logged (its requests fail closed).
+        """Boot, after the store and the admin plane are up: start draining settled usage into
+        ``gw.flusher`` every flush interval, enforce the runtime groups (and follow them), seed the
+        counters from the store's ledger, and re-check every stored key's group: a key bound to a
+        group the running config does not have is logged (its requests fail closed).
 
         A store that fails while seeding is logged; the node then counts from zero.
         """
+        flusher = getattr(gw, "flusher", None)
+        self.limiter.flusher = flusher
+        if flusher is not None and self._drainer is None:
+            self._drainer = asyncio.ensure_future(self._drain_every(float(flusher.interval_s)))
         runtime = getattr(gw, "runtime_groups", None)
         if runtime is not None:
             self.set_runtime(runtime.all())
@@ -114,6 +122,20 @@ class Limits:
             if group is not None and self.tree.chain(group) is None and getattr(key, "deleted_at", None) is None:
                 log.warning("key %s is bound to group '%s', which is not configured; its requests are refused "
                             "(403) until the group is configured or the key rebound", key.id, group)
+
+    async def _drain_every(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            self.limiter.drain()
+
+    async def stop(self) -> None:
+        """Shutdown, before the store's last flush: stop the drain loop and drain once more."""
+        if self._drainer is not None:
+            self._drainer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._drainer
+            self._drainer = None
+        self.limiter.drain()
 
     async def seed_from(self, store: Store) -> int:
         """Load every bucket's current window from ``store``'s ledger (boot, before serving), so a
@@ -155,7 +177,6 @@ class Limits:
         if group is None:
             return None, target, None
         allowed_pools = getattr(identity, "allowed_pools", None)
-        self.limiter.flusher = getattr(gw, "flusher", None)
         body, raw_len = call.body, len(call.raw)
 
         def worst_of(pool: str | None) -> Worst:

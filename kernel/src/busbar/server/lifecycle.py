@@ -190,6 +190,8 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
             await webhook.aclose()
         if logfile is not None:
             logfile.close()
+        if gateway.limiter is not None:        # settled usage not yet handed to the flusher
+            await gateway.limiter.stop()
         if path is not None:
             save(gateway, path)
         await stop_store(gateway, store_tasks)
