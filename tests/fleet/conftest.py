@@ -97,6 +97,13 @@ async def read():
             rows = {name: await store.get_meta(name) for name in sys.argv[4:]}
         elif sys.argv[3] == "put_meta":
             rows = await store.put_meta(sys.argv[4], sys.argv[5])
+        elif sys.argv[3] == "put_key":
+            from busbar_sdk.store import VirtualKey
+            await store.put_key(VirtualKey(**json.loads(sys.argv[4])))
+            rows = None
+        elif sys.argv[3] == "deny":
+            await store.add_denylist(sys.argv[4], "fleet test", int(sys.argv[5]))
+            rows = None
         else:
             rows = (await store.info())["counts"]
     finally:
@@ -111,7 +118,8 @@ _CLASSES = {"sqlite": ("busbar-store-sqlite", "busbar_store_sqlite:SqliteStore")
 
 def read_store(module: str, settings: dict[str, Any], what: str, *args: str) -> Any:
     """``what`` = ``metering`` (rows of day ``args[0]``, as dicts), ``get_meta`` (names ``args`` ->
-    values), ``put_meta`` (``args`` = name, value) or ``counts`` of the store, read or written with
+    values), ``put_meta`` (``args`` = name, value), ``put_key`` (``args[0]``: VirtualKey fields as
+    JSON), ``deny`` (``args`` = subject, now) or ``counts`` of the store, read or written with
     the plugin's own code in a child process (importing a plugin package here would shadow the
     signed tarballs other tests load)."""
     project, cls = _CLASSES[module]

@@ -77,3 +77,4 @@ class TcpProxy:
             self.drop()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        self._loop.close()

@@ -6,12 +6,13 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import openai
 import pytest
 
-from tests.fleet.conftest import ENV, fleet_yaml
+from tests.fleet.conftest import ENV, fleet_yaml, read_store
 from tests.support.gateway import BusbarProcess, free_port
 from tests.support.waiting import wait_until
 
@@ -96,3 +97,5 @@ def test_two_workers_serve_reload_and_stop_together(tmp_path: Path, mock, plugin
     finally:
         gw.stop()
     assert gw.logs().count("INFO:     Finished server process") == 2     # worker 1 and the new worker 0
+    day = datetime.now(UTC).date().isoformat()           # every request metered once, by whichever worker served it
+    assert [(r["requests"], r["billable_requests"]) for r in read_store(module, settings, "metering", day)] == [(7, 7)]

@@ -11,8 +11,8 @@ and opens no store: it only supervises.
   already running and exits with that worker's status.
 - **Signals**: ``SIGTERM``/``SIGINT`` to the master: ``SIGTERM`` to every worker (each drains its
   connections, flushes pending usage to the store and closes it), then the master exits 0 once they
-  are gone (``SIGKILL`` after :data:`STOP_GRACE_S`). ``SIGHUP``: forwarded to every worker (each
-  rescans ``plugins.dir``: docs/plugins.md). A worker ignores ``SIGHUP`` when plugins are off.
+  are gone (``SIGKILL`` after their drain plus :data:`STOP_GRACE_S`). ``SIGHUP``: forwarded to
+  every worker (each applies the config and rescans ``plugins.dir``: docs/operations.md).
 - **Crashes**: a worker that dies while serving is replaced (logged with its status); more than
   :data:`MAX_RESPAWNS` replacements within :data:`RESPAWN_WINDOW_S` stop the fleet with exit 1.
 
@@ -39,8 +39,10 @@ log = logging.getLogger("busbar")
 
 WORKER_ENV = "BUSBAR_WORKER"
 """Set to the worker's index (``0``..``N-1``) in each worker's environment."""
-STOP_GRACE_S = 30.0
-"""Seconds the master waits for the workers after forwarding ``SIGTERM`` before ``SIGKILL``."""
+STOP_GRACE_S = 15.0
+"""Seconds the master waits for the workers after forwarding ``SIGTERM``, beyond their own drain
+(``BUSBAR_DRAIN_SECS``, default 20 s: ``busbar.server.lifecycle.drain_secs``), before ``SIGKILL``
+(the final usage flush and store close fit in it)."""
 MAX_RESPAWNS, RESPAWN_WINDOW_S = 5, 60.0
 """A crash loop: more than this many replacements within this many seconds stops the fleet."""
 
@@ -152,14 +154,16 @@ class _Master:
 
     def stop(self) -> None:
         """Forward ``SIGTERM`` and wait for every worker (``SIGKILL`` after the grace period)."""
+        from busbar.server.lifecycle import drain_secs
+
         self.stopping = True
         self.signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
+        grace = drain_secs() + STOP_GRACE_S
+        deadline = time.monotonic() + grace
         while self.pids:
             left = deadline - time.monotonic()
             if left <= 0:
-                log.error("workers %s did not stop within %gs; killing them", sorted(self.pids.values()),
-                          STOP_GRACE_S)
+                log.error("workers %s did not stop within %gs; killing them", sorted(self.pids.values()), grace)
                 self.signal_all(signal.SIGKILL)
                 deadline = time.monotonic() + 5.0
             signal.sigtimedwait(_SIGNALS, max(0.05, min(left, 1.0)))
