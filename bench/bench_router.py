@@ -61,7 +61,7 @@ RULES = [
     'req.prompt.contains("BENCH-NEVER-1")',
     "req.message_count > 1000",
     'req.pool == "elsewhere"',
-    'size(req.candidates) > 10',
+    'req.message_count > 500',
     "req.total_chars > 0",                      # the only one that holds: all ten are evaluated
 ]
 

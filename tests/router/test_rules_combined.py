@@ -41,3 +41,16 @@ def test_expected_outcomes() -> None:
     none = {"has_tools": False, "total_chars": 3, "ingress_protocol": "openai"}
     assert first.decide(activation(none)) == Outcome(("general",), (), True)
     assert every.decide(activation(none)) == Outcome((), (), False)
+
+
+def test_only_the_fields_the_rules_read_are_built() -> None:
+    from busbar_sdk.rules import REQ_FIELDS, fields_of, req_object
+
+    assert fields_of(['req.has_tools && req.prompt.contains("x")', "has(req.max_tokens)"]) == {
+        "has_tools", "prompt", "max_tokens"}
+    assert fields_of(['req["prompt"].size() > 3']) == REQ_FIELDS        # not as req.<field>: build everything
+    request = {"pool": "p", "has_tools": True, "stream": False, "messages": [{"role": "user", "text": "hi"}]}
+    assert req_object(request, [{"idx": 0, "model": "m"}], frozenset({"has_tools", "prompt"})) == {
+        "has_tools": True, "prompt": "hi"}
+    assert req_object(request, [{"idx": 0, "model": "m"}]) == {
+        "pool": "p", "has_tools": True, "stream": False, "prompt": "hi", "candidates": [{"idx": 0, "model": "m"}]}

@@ -31,16 +31,22 @@ Source: docs/router.md#busbar-rules-hook, docs/hooks.md#what-a-gate-may-answer.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from busbar_sdk.wire import MAX_RESTRICT_TAGS, MODEL_TAG_PREFIX
 
-__all__ = ["COMBINE_MAX", "MATCH_MODES", "Outcome", "Rule", "RuleSet", "RulesError", "activation", "compile_expr",
-           "holds", "names_of", "reply_for", "req_object"]
+__all__ = ["COMBINE_MAX", "MATCH_MODES", "REQ_FIELDS", "Outcome", "Rule", "RuleSet", "RulesError", "activation",
+           "compile_expr", "fields_of", "holds", "names_of", "reply_for", "req_object"]
 
 MATCH_MODES = ("first", "all")
+#: Every field of ``req`` (:func:`req_object`).
+REQ_FIELDS = frozenset({"pool", "ingress_protocol", "message_count", "has_tools", "total_chars", "max_tokens",
+                        "stream", "prompt", "user", "candidates"})
+_FIELD = re.compile(r"\breq\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
+_ANY_REQ = re.compile(r"\breq\b")
 #: Largest rule set also compiled as one combined program.
 COMBINE_MAX = 64
 
@@ -73,6 +79,19 @@ def compile_expr(text: Any, where: str) -> Any:
     except Exception as e:  # noqa: BLE001 - the CEL library raises RuntimeError with its diagnostics
         msg = " ".join(str(e).split())
         raise RulesError(f"{where}: CEL: {msg}") from None
+
+
+def fields_of(texts: Iterable[str]) -> frozenset[str]:
+    """The ``req`` fields the expressions ``texts`` read (all of them when one reads ``req`` other
+    than as ``req.<field>``, e.g. ``req["prompt"]``): what :func:`req_object` must build. Building
+    only those is most of a decision's cost saved (the activation converts every field it is given)."""
+    out: set[str] = set()
+    for text in texts:
+        named = _FIELD.findall(text)
+        if len(named) != len(_ANY_REQ.findall(text)):
+            return REQ_FIELDS
+        out.update(n for n in named if n in REQ_FIELDS)
+    return frozenset(out)
 
 
 def holds(expr: Any, activation: Any) -> bool:
@@ -143,6 +162,8 @@ class RuleSet:
             out.append(Rule(str(r["when"]), compile_expr(r["when"], f"{where}.when"),
                             names_of(r["to"], f"{where}.to")))
         self.rules: tuple[Rule, ...] = tuple(out)
+        #: The ``req`` fields these rules read (:func:`fields_of`).
+        self.fields = fields_of(r.when for r in out)
         self.default: tuple[str, ...] = (names_of(raw["default"], f"{prefix}.default") if "default" in raw
                                          else ())
         self.combined: Any = None
@@ -200,19 +221,23 @@ class RuleSet:
         return Outcome(self.default, (), bool(self.default))
 
 
-def req_object(request: Mapping[str, Any], candidates: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The ``req`` variable for one ``decide`` message (see the module docstring)."""
+def req_object(request: Mapping[str, Any], candidates: Sequence[Mapping[str, Any]],
+               fields: frozenset[str] = REQ_FIELDS) -> dict[str, Any]:
+    """The ``req`` variable for one ``decide`` message (see the module docstring), with only
+    ``fields`` (default: every field)."""
     req: dict[str, Any] = {k: request[k] for k in ("pool", "ingress_protocol", "message_count", "has_tools",
-                                                    "total_chars", "max_tokens", "stream") if k in request}
-    messages = request.get("messages")
+                                                    "total_chars", "max_tokens", "stream")
+                           if k in fields and k in request}
+    messages = request.get("messages") if "prompt" in fields else None
     if messages is not None:
         parts = [request["system"]] if request.get("system") else []
         parts += [m.get("text", "") for m in messages]
         req["prompt"] = "\n".join(parts)
-    user = request.get("user")
+    user = request.get("user") if "user" in fields else None
     if user is not None:
         req["user"] = dict(user)
-    req["candidates"] = candidates         # the activation converts (copies) it
+    if "candidates" in fields:
+        req["candidates"] = candidates         # the activation converts (copies) it
     return req
 
 

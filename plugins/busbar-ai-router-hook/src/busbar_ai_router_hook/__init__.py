@@ -96,7 +96,7 @@ class AiRouter:
         cands = payload.get("candidates") or []
         pool = str(request.get("pool", ""))
         explain: dict[str, Any] = {"engine": s.engine, "model": MODEL_ID}
-        req = req_object(request, cands)
+        req = req_object(request, cands, s.req_fields)
         act = activation(req)
         reason: str | None = None
         reply: dict[str, Any] = {}
