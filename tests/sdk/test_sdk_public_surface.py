@@ -31,7 +31,7 @@ PINNED = {
     "settings_schema": ["EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "NO_RULES", "POOL_MEMBER_KEYWORD",
                         "STATUS_METRICS_KEYWORD", "SettingsRules", "WITHIN_TIMEOUT_KEYWORD", "deadline_settings",
                         "exports_status_metrics", "member_names", "settings_rules"],
-    "rules": ["MATCH_MODES", "Outcome", "Rule", "RuleSet", "RulesError", "activation", "compile_expr", "holds",
+    "rules": ["COMBINE_MAX", "MATCH_MODES", "REQ_FIELDS", "fields_of", "Outcome", "Rule", "RuleSet", "RulesError", "activation", "compile_expr", "holds",
               "names_of", "reply_for",
               "req_object"],
     "versions": ["AUTH_ABI_VERSION", "ENTRY_POINT_GROUP", "HOOK_ABI_VERSION", "KINDS", "NAME_PATTERN",

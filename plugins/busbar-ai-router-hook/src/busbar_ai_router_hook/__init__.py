@@ -24,7 +24,7 @@ network. Per ``decide``:
 The reply carries an ``explain`` object next to its arm (ignored by the request path; shown by
 ``busbar route --dry-run`` and scored by ``busbar hooks test``/``calibrate``): engine, model, scores,
 probabilities, temperature, confidence, verdict, served_by, hops, cached. Each decision is also
-logged (logger ``busbar.router``, INFO). ``status`` reports the counters and the decision latency.
+logged (logger ``busbar.router``, DEBUG). ``status`` reports the counters and the decision latency.
 
 Source: docs/router.md#busbar-ai-router-hook, docs/hooks.md#what-a-gate-may-answer.
 """
@@ -46,7 +46,7 @@ from busbar_sdk.rules import activation, holds, reply_for, req_object
 from busbar_ai_router_hook._decision import MODEL_ID, DecisionEngine
 from busbar_ai_router_hook._guards import Budget, DecisionCache
 from busbar_ai_router_hook._settings import Settings, SettingsError, parse
-from busbar_ai_router_hook._state import build_state, state_bytes, state_text
+from busbar_ai_router_hook._state import build_state, state_text
 
 __all__ = ["SETTINGS_SCHEMA", "AiRouter", "busbar_abi", "busbar_call", "busbar_open", "busbar_plugin_kind"]
 __version__ = "1.5.0"
@@ -96,7 +96,7 @@ class AiRouter:
         cands = payload.get("candidates") or []
         pool = str(request.get("pool", ""))
         explain: dict[str, Any] = {"engine": s.engine, "model": MODEL_ID}
-        req = req_object(request, cands)
+        req = req_object(request, cands, s.req_fields)
         act = activation(req)
         reason: str | None = None
         reply: dict[str, Any] = {}
@@ -121,7 +121,7 @@ class AiRouter:
             self.served[served] += 1
             self.latency_us.append(elapsed)
         explain["served_by"] = served
-        log.info("ai router decision: pool=%s served_by=%s confidence=%s probabilities=%s hops=%s", pool, served,
+        log.debug("ai router decision: pool=%s served_by=%s confidence=%s probabilities=%s hops=%s", pool, served,
                  explain.get("confidence"), explain.get("probabilities"), explain.get("hops", []))
         return {**reply, "explain": explain}
 
@@ -132,11 +132,11 @@ class AiRouter:
         s = c.s
         try:
             state = build_state(request, s.redact, s.max_bytes)
+            blob = json.dumps(state, sort_keys=True, ensure_ascii=False).encode("utf-8")
             if s.cache_key is not None:
-                v = s.cache_key.eval(act)
-                key = str(v.value())
+                key = str(s.cache_key.eval(act).value())
             else:
-                key = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
+                key = hashlib.sha256(blob).hexdigest()
             scores = c.cache.get(key)
             if scores is not None:
                 explain["cached"] = True
@@ -148,7 +148,7 @@ class AiRouter:
                 started = time.perf_counter()
                 current, history = state_text(state)
                 scores = c.engine.scores(current, history)
-                c.budget.spend(max(1, state_bytes(state) // 4))
+                c.budget.spend(max(1, len(blob) // 4))
                 if (time.perf_counter() - started) * 1e3 > s.timeout_ms:
                     return "timeout", {}
                 c.cache.put(key, scores)

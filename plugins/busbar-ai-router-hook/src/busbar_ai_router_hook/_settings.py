@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from busbar_sdk.rules import RulesError, RuleSet, compile_expr, names_of
+from busbar_sdk.rules import RulesError, RuleSet, compile_expr, fields_of, names_of
 
 __all__ = ["Candidate", "Settings", "SettingsError", "parse"]
 
@@ -57,6 +57,7 @@ class Settings:
     max_tokens_per_hour: int | None
     timeout_ms: int
     fallback: tuple[RuleSet, ...]
+    req_fields: frozenset[str]
 
 
 def _num(raw: dict[str, Any], key: str, default: float, lo: float, hi: float, where: str) -> float:
@@ -172,4 +173,5 @@ def parse(raw: Any) -> Settings:
         cache_ttl_s=_num(cache, "ttl", 600, 0, 86400 * 30, "settings.cache"), cache_key=key,
         max_calls_per_minute=_int(budget, "max_calls_per_minute", None, 0, "settings.budget"),
         max_tokens_per_hour=_int(budget, "max_tokens_per_hour", None, 0, "settings.budget"),
-        timeout_ms=int(_int(raw, "timeout", 1000, 1, "settings") or 1000), fallback=fallback)
+        timeout_ms=int(_int(raw, "timeout", 1000, 1, "settings") or 1000), fallback=fallback,
+        req_fields=fields_of([raw.get("when", ""), cache.get("key", "")]).union(*(f.fields for f in fallback)))

@@ -33,6 +33,8 @@ def build_state(request: Mapping[str, Any], redact: tuple[Any, ...], max_bytes: 
         path.filter(lambda _v: True, state)
     if "messages" not in state or not isinstance(state["messages"], list):
         state["messages"] = []
+    if sum(len(m["text"]) for m in state["messages"]) * 4 + len(state.get("system", "")) * 4 + 256 < max_bytes:
+        return state                # surely within max_bytes (4 UTF-8 bytes per character at most): no JSON
     while state_bytes(state) > max_bytes and len(state["messages"]) > 1:
         state["messages"].pop(0)
     if state_bytes(state) > max_bytes and "system" in state:

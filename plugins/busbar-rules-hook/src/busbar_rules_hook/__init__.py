@@ -65,7 +65,7 @@ class RulesHook:
         """One ``decide``: the reply arm (``{}`` when nothing holds and there is no default)."""
         cands = payload.get("candidates") or []
         rules = self.rules
-        out = rules.decide(activation(req_object(payload.get("request") or {}, cands)))
+        out = rules.decide(activation(req_object(payload.get("request") or {}, cands, rules.fields)))
         key = str(out.rules[0]) if out.rules else ("default" if out.default else "none")
         with self.lock:
             self.served[key] += 1
