@@ -92,9 +92,9 @@ def test_health_models_and_unknown_paths(mock: MockProcess) -> None:
         "/v1/models", headers={"x-api-key": "k", "anthropic-version": "2023-06-01"}
     ).json()
     assert models["has_more"] is False and models["data"][0]["type"] == "model"
-    r = mock.client.post("/v1/embeddings", json={}, headers={"authorization": "Bearer k"})
+    r = mock.client.post("/v1/files", json={}, headers={"authorization": "Bearer k"})
     assert r.status_code == 404
-    assert r.json()["error"]["message"] == "Invalid URL (POST /v1/embeddings)"
+    assert r.json()["error"]["message"] == "Invalid URL (POST /v1/files)"
 
 
 def test_control_api_errors(mock: MockProcess) -> None:

@@ -1,6 +1,6 @@
 """Hooks see a non-chat request: an out-of-process gate (``busbar-webrequest-hook`` relaying to an
 in-process sidecar) receives ``request.operation: "embeddings"`` with each input counted as a user
-message, its order is walked, and a member that cannot embed is skipped even when ranked first."""
+message and only the members able to embed as candidates, and its order is walked."""
 from __future__ import annotations
 
 from typing import Any
@@ -40,10 +40,11 @@ def test_a_gate_sees_the_operation_and_its_order_is_walked(gw, mock):
     SEEN.clear()
     with openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as oa:
         raw = oa.embeddings.with_raw_response.create(model="ranked", input=["alpha", "beta gamma"])
-    assert raw.headers["x-busbar-route-target"] == "oa-b"       # an-a (ranked first) cannot embed
+    assert raw.headers["x-busbar-route-target"] == "oa-b"       # the reversed order of the two able members
     assert [d.embedding for d in raw.parse().data] == [vector("alpha"), vector("beta gamma")]
     (message,) = SEEN
     req = message.request
+    assert [c.model for c in message.candidates] == ["oa-a", "oa-b"]    # an-a cannot embed: no candidate
     assert req.operation == "embeddings"
     assert req.ingress_protocol == "openai"
     assert (req.message_count, req.has_tools, req.total_chars, req.stream) == (2, False, 15, False)

@@ -121,6 +121,18 @@ def test_failover_before_the_first_byte(oa, mock):
     assert [r["body"]["model"] for r in mock.requests()] == ["fo-a", "fo-b"]
 
 
+def test_an_answer_that_does_not_fit_the_request_fails_over(gw, mock):
+    short = {"object": "list", "data": [], "model": "fo-a", "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+    mock.script([{"match": {"model": "fo-a"}, "times": 1, "response": {"status": 200, "body": short}}])
+    with httpx.Client(timeout=20) as http:
+        co = cohere.ClientV2(api_key="x", base_url=gw.url, httpx_client=http)
+        raw = co.with_raw_response.embed(model="failover", texts=["one"], input_type="search_query",
+                                         embedding_types=["float"], request_options={"max_retries": 0})
+    assert raw.headers["x-busbar-route-target"] == "fo-b"        # 0 vectors for 1 input: the upstream's fault
+    assert raw.data.embeddings.float_ == [vector("one")]
+    assert [r["body"]["model"] for r in mock.requests()] == ["fo-a", "fo-b"]
+
+
 def test_client_error_is_relayed_without_failover(oa, mock):
     mock.script([{"match": {"model": "fo-a"}, "times": 1, "response": {"status": 400, "body": ERR_400}}])
     with pytest.raises(openai.BadRequestError) as e:

@@ -101,6 +101,8 @@ class PoolChain:
         """Decide for a pool request; see the module docstring."""
         now = gw.clock()
         skip = pool.excluded_idx
+        if call.op is not None:         # a non-chat operation: members that cannot serve it are no candidates
+            skip = skip | call.op.unable(pool)
         boot = self.boot_rank
         if boot is not None and self.native_only:     # cheapest alone: the boot ranking, filtered
             pm = pool.members
