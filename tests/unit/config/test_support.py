@@ -119,7 +119,6 @@ def faults(extra: str) -> list[str]:
 @pytest.mark.parametrize(("extra", "line"), [
     ("auth: { upstream_credentials: passthrough }\n",
      f"auth.upstream_credentials: 'passthrough': passthrough of the caller's credential {TAIL}"),
-    ("admin_tls: { cert: { file: /c }, key: { file: /k } }\n", f"admin_tls: TLS for the admin API {TAIL}"),
     ("auth: { admin_auth: [oidc] }\n", "auth.admin_auth[0]: 'oidc': an identity-provider module gating the admin "
                                        "API is not supported in this build; use admin-tokens with a token: (see "
                                        "docs/admin.md#authentication)"),

@@ -11,7 +11,9 @@
    references; ``[]`` = open (a loud warning). When nothing could ever authenticate (the default
    ``[admin-tokens]`` without ``token:``) no listener starts and one line says how to enable it;
 5. the FastAPI app (``busbar.admin.app``) served by uvicorn on ``admin_listen`` from a socket bound
-   here, so a taken port is a clear :class:`AdminStartError` (the process exits 1).
+   here, so a taken port is a clear :class:`AdminStartError` (the process exits 1); with
+   ``admin_tls`` over HTTPS, ``client_ca`` requiring a client certificate at the handshake
+   (``busbar.server.tls``, ``busbar.server.listener.ListenerServer``).
 
 Tokens are signed with ``gw.signing`` when the front door loaded a keyring, else with a keyring
 loaded on the first mint (``busbar.auth.signing.load_keyring``: ``auth.signing_key``, the store,
@@ -41,6 +43,8 @@ from busbar.admin.principal import AdminAuth
 from busbar.admin.provision import RuntimeGroups
 from busbar.config.schema_base import BUILTIN_ADMIN_MODULE
 from busbar.config.validate_auth import split_hostport
+from busbar.server.listener import ListenerServer
+from busbar.server.tls import TlsError, listener_context
 
 if TYPE_CHECKING:
     from busbar.auth.signing import Keyring
@@ -53,12 +57,17 @@ __all__ = ["AdminPlane", "AdminStartError", "start_admin"]
 log = logging.getLogger("busbar.admin")
 
 
+ADMIN_DRAIN_S = 3.0
+"""Seconds an admin request in flight may finish at shutdown."""
+
+
 class AdminStartError(Exception):
     """The admin plane cannot start (the message is one line naming the key and the fix)."""
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handlers: the data listener's handle SIGINT/SIGTERM."""
+class _Server(ListenerServer):
+    """The listener server (``admin_tls`` with its handshake timeout: ``busbar.server.listener``) without
+    its own signal handlers: the data listener's handle SIGINT/SIGTERM."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -192,15 +201,20 @@ async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     if parsed is None:
         raise AdminStartError(f"config.yaml: admin_listen: '{cfg.admin_listen}' is not host:port")
     host, port = parsed
+    try:                       # admin_tls: HTTPS, client_ca = mTLS at the handshake (docs/operations.md)
+        tls = listener_context(cfg.admin_tls, "admin_tls", os.environ,
+                               gw.plugins.current if gw.plugins is not None else None)
+    except TlsError as e:
+        raise AdminStartError("; ".join(f"config.yaml: {line}" for line in e.faults)) from None
     sock = _bind(host, port)
     config = uvicorn.Config(create_admin_app(ctx), lifespan="off", access_log=False,
                             log_level=logging.getLogger().getEffectiveLevel())
-    server = _Server(config)
+    server = _Server(config, tls, cfg.limits.tls_handshake_timeout_secs, drain_s=ADMIN_DRAIN_S)
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
     if task.done():
         raise AdminStartError(f"config.yaml: admin_listen: the admin API did not start on {cfg.admin_listen}")
     bound = sock.getsockname()
-    log.info("busbar admin API listening on %s:%d", bound[0], bound[1])
+    log.info("busbar admin API listening on %s://%s:%d", "https" if tls else "http", bound[0], bound[1])
     return AdminPlane(ctx, server, task, owned)

@@ -58,8 +58,6 @@ class Unsupported:
 
 #: The keys refused at boot when set to a non-default value (order = doc order = fault order).
 UNSUPPORTED: tuple[Unsupported, ...] = (
-    Unsupported("admin_tls", "TLS for the admin API",
-                "the admin API listens on plain HTTP only (loopback, or admin_insecure: true)"),
     Unsupported("auth.role_bindings.*.*.admin_scope", "an admin scope granted by a role",
                 "role bindings grant data-plane access only; admin credentials come from auth.admin_auth"),
     Unsupported("auth.upstream_credentials", "passthrough of the caller's credential",
@@ -101,6 +99,7 @@ READERS: dict[str, str] = {
     "limits.max_keys_per_principal": "admin/keys.py",
     "limits.max_auto_provisioned_groups": "admin/keys.py",
     "tls": "server/tls.py",
+    "admin_tls": "admin/server.py",
     "providers.*.api_key": "proxy/gateway.py",
     "providers.*.protocol": "proxy/gateway.py",
     "providers.*.base_url": "proxy/gateway.py",
