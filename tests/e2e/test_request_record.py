@@ -90,7 +90,7 @@ def test_a_failover_hop_is_one_more_attempt(mock):
 
 
 @pytest.mark.parametrize(("body", "status", "called"), [
-    ({"model": "nope", "messages": HI}, 404, None),
+    ({"model": "nope", "messages": HI}, 404, "nope"),      # the name asked for, for the access log
     ({"messages": HI}, 400, None),
 ])
 def test_a_refused_request_is_recorded_without_attempts(mock, body, status, called):

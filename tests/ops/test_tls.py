@@ -142,3 +142,22 @@ def test_unusable_pem_files_refuse_the_boot_naming_the_file(tmp_path, pki):
         f"permissions",
         f"config.yaml: tls.key: {other.cert_path} is not a PEM private key (PKCS#8, PKCS#1 or SEC1); point it at "
         f"the key file"]
+
+
+def test_admin_listener_serves_mtls_with_admin_tls(gateway_factory, mock, pki):
+    from tests.support.gateway import free_port
+
+    admin_port = free_port()
+    yaml = BASE + (f'admin_listen: "0.0.0.0:{admin_port}"\n'
+                   f"admin_tls: {{ cert: {{ file: {pki.server.cert_path} }}, key: {{ file: {pki.server.key_path} }}, "
+                   f"client_ca: {{ file: {pki.ca.cert_path} }} }}\n"
+                   "auth: { admin_auth: [ { admin-tokens: { token: { env: T_ADMIN } } } ] }\n")
+    gw = gateway_factory(yaml, mock.url, env={"T_ADMIN": "adm-secret", "BUSBAR_LOG": "info"})
+    admin = f"https://127.0.0.1:{admin_port}"
+    assert f"busbar admin API listening on https://0.0.0.0:{admin_port}" in gw.logs()
+    r = httpx.get(admin + "/api/v1/admin/keys", headers={"authorization": "Bearer adm-secret"},
+                  verify=pki.client_context(with_cert=True))
+    assert r.status_code == 200
+    with pytest.raises(httpx.HTTPError):                  # no client certificate: refused by TLS
+        httpx.get(admin + "/api/v1/admin/keys", headers={"authorization": "Bearer adm-secret"},
+                  verify=pki.client_context(with_cert=False), timeout=5)

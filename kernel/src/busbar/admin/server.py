@@ -62,6 +62,10 @@ __all__ = ["AdminPlane", "AdminStartError", "start_admin"]
 log = logging.getLogger("busbar.admin")
 
 
+ADMIN_DRAIN_S = 3.0
+"""Seconds an admin request in flight may finish at shutdown."""
+
+
 class AdminStartError(Exception):
     """The admin plane cannot start (the message is one line naming the key and the fix)."""
 
@@ -231,7 +235,7 @@ async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     sock = _bind(host, port)
     config = uvicorn.Config(create_admin_app(ctx), lifespan="off", access_log=False,
                             log_level=logging.getLogger().getEffectiveLevel())
-    server = _Server(config, tls, cfg.limits.tls_handshake_timeout_secs, drain_s=5.0)
+    server = _Server(config, tls, cfg.limits.tls_handshake_timeout_secs, drain_s=ADMIN_DRAIN_S)
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
