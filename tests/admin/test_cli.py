@@ -114,3 +114,31 @@ def test_audit_verify_detects_a_row_edited_in_the_sqlite_store(admin_gateway: Ca
 
 def _plugin_loads(g: AdminGateway) -> int:
     return sum(1 for r in g.client.get("/audit").json()["items"] if r["action"] == "plugin.load")
+
+
+GROUPS = """groups:
+  eng:
+    limits: [ { requests: 100, per: minute } ]
+    child_default: { limits: [ { requests: 10, per: minute } ] }
+"""
+
+
+def test_mint_with_parent_provisions_a_group_the_groups_table_shows(
+        admin_gateway: Callable[..., AdminGateway]) -> None:
+    g = admin_gateway(GROUPS)
+    minted = admin(g, "--json", "keys", "mint", "--name", "bob", "--group", "user:bob", "--parent", "eng")
+    assert minted.returncode == 0, minted.stderr
+    assert json.loads(minted.stdout)["group"] == "user:bob"
+    moved = admin(g, "keys", "mint", "--name", "x", "--group", "user:bob", "--parent", "nope")
+    assert (moved.returncode, moved.stderr) == (1, "busbar admin: conflict: group 'user:bob' exists with parent "
+                                                   "'eng', not 'nope'; a mint never re-homes a group (omit parent "
+                                                   "or name its actual parent)\n")
+    table = admin(g, "groups")
+    assert table.returncode == 0
+    assert [line.split() for line in table.stdout.splitlines()] == [
+        ["GROUP", "PARENT", "RUNTIME", "ENABLED", "LIMITS", "(used/amount)"],
+        ["eng", "-", "no", "yes", "requests", "0/100", "per", "minute"],
+        ["user:bob", "eng", "yes", "yes", "requests", "0/10", "per", "minute"]]
+    usage = admin(g, "usage")
+    assert usage.returncode == 0 and usage.stdout.splitlines()[1].split() == ["KEY", "REQUESTS", "INPUT", "OUTPUT",
+                                                                              "SPEND_MICROS"]

@@ -213,6 +213,18 @@ def _render(data: Any, kind: str | None) -> int:
         print(_table([(h["name"], h.get("supported"), h.get("settings_version"), h.get("desired_version"),
                        h.get("drift"), len(h.get("metrics", []))) for h in data],
                      ("HOOK", "SUPPORTED", "VERSION", "DESIRED", "DRIFT", "METRICS")))
+    elif kind == "groups":
+        print(_table([(g["name"], g.get("parent"), "yes" if g.get("runtime") else "no",
+                       "yes" if g.get("enabled", True) else "no",
+                       "; ".join(f"{lim['metric']} {lim.get('used', 0)}/{lim['amount']}"
+                                 + (f" per {lim['per']}" if lim.get("per") else "") for lim in g.get("limits", []))
+                       or "-") for g in data.get("groups", [])],
+                     ("GROUP", "PARENT", "RUNTIME", "ENABLED", "LIMITS (used/amount)")))
+    elif kind == "usage":
+        print(f"day: {data.get('day')}")
+        rows = [(k["key_id"], k.get("requests"), k.get("input"), k.get("output"), k.get("spend_micros"))
+                for k in data.get("by_key", [])]
+        print(_table(rows, ("KEY", "REQUESTS", "INPUT", "OUTPUT", "SPEND_MICROS")))
     else:
         print(json.dumps(data, indent=2, sort_keys=True))
     return 0
@@ -237,7 +249,7 @@ def main(argv: list[str]) -> int:
             names = [a.name] if a.name else [h["name"] for h in api.call("GET", "/hooks")["items"]]
             data, kind = [api.call("GET", f"/hooks/{n}/status") for n in names], "hooks"
         else:
-            data, kind = api.call("GET", f"/{a.area}"), None
+            data, kind = api.call("GET", f"/{a.area}"), a.area
     except _Failed as e:
         print(f"busbar admin: {e}", file=sys.stderr)
         return EXIT_FAILED
