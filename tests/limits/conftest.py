@@ -30,8 +30,8 @@ def _clean_mock(request):
 def gateway_factory(tmp_path_factory):
     started = []
 
-    def make(config_yaml: str, mock_url: str, group: str | None = None) -> BusbarProcess:
-        env = {**KEYS, **({"BUSBAR_TEST_OPEN_GROUP": group} if group else {})}
+    def make(config_yaml: str, mock_url: str, group: str | None = None, env: dict | None = None) -> BusbarProcess:
+        env = {**KEYS, **({"BUSBAR_TEST_OPEN_GROUP": group} if group else {}), **(env or {})}
         gw = BusbarProcess(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("gw"), env=env)
         started.append(gw)
         return gw.start()

@@ -302,3 +302,34 @@ def test_headroom_is_the_tightest_fraction_and_the_least_budget_left() -> None:
     assert lim.headroom("nobody", None) == (0, 0.0)
     lim2, _ = limiter("groups:\n  free: {}\n")
     assert lim2.headroom("free", None) == (None, None)
+
+
+def test_a_live_config_apply_keeps_the_counters_and_reprices_spend() -> None:
+    import httpx
+    from busbar.limits.gate import carry_limits
+    from busbar.proxy.gateway import Gateway
+
+    def gateway(rate: float, cap: int):  # noqa: ANN202
+        text = BASE + f"rate_card:\n  big: {{ input_utok: {rate} }}\n  small: {{}}\n" \
+                      f"groups:\n  g: {{ limits: [ {{ budget: {cap}, per: month }}, {{ concurrent: 5 }} ] }}\n"
+        return Gateway.build(load_config_text(text, {"K": "k"}), {"K": "k"},
+                             transport=httpx.MockTransport(lambda r: httpx.Response(500)))
+
+    old, new = gateway(1.0, 1000), gateway(2.0, 800)
+    assert old.limiter is not None and new.limiter is not None
+    done = old.limiter.limiter.admit("g", None, worst(cost_micros=50))
+    open_ = old.limiter.limiter.admit("g", None, worst(cost_micros=100))
+    assert isinstance(done, Ticket) and isinstance(open_, Ticket)
+    old.limiter.limiter.settle(done, True, "big", TierTokens(input=200))
+    carry_limits(old, new)
+    lim = new.limiter.limiter
+    win = lim.current["group:g@month"]
+    assert lim.spent_micros(win) == 400                    # 200 tokens repriced at 2 µ/token
+    assert (lim.reservations, lim.inflight["g"], micros(win.reserved_cost)) == (1, 1, 100)
+    assert lim.headroom("g", None) == (300, 0.8)           # the new cap: 800 - 400 - 100 held
+    from types import SimpleNamespace
+
+    from busbar.ir.model import Usage
+    record = SimpleNamespace(status=200, first_byte=1.0, lane="big", usage=Usage(input_tokens=10))
+    old.limiter.settle(old, open_, record)                 # admitted on the old config
+    assert (lim.reservations, lim.inflight["g"], lim.spent_micros(win)) == (0, 0, 420)   # settled here

@@ -237,3 +237,18 @@ def test_the_in_flight_gauge_is_released_when_a_stream_client_leaves(gateway_fac
     wait_until(lambda: _metric(gw, "busbar_limit_reservations") == 0.0, what="the stream's ticket settled")
     r = httpx.post(gw.url + "/v1/chat/completions", json={**body, "stream": False})
     assert r.status_code == 200
+
+
+def test_a_live_config_apply_keeps_the_counters(gateway_factory, mock) -> None:
+    import signal
+
+    gw = gateway_factory(BASE + "groups:\n  g: { limits: [ { requests: 2, per: hour } ] }\n", mock.url, "g",
+                         env={"BUSBAR_LOG": "info"})
+    body = {"model": "p", "messages": [{"role": "user", "content": "hi"}]}
+    assert [httpx.post(gw.url + "/v1/chat/completions", json=body).status_code for _ in range(2)] == [200, 200]
+    text = gw.config_path.read_text().replace("requests: 2, per: hour", "requests: 3, per: hour")
+    gw.config_path.write_text(text)
+    gw.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "version 2 now serving" in gw.logs(), timeout=15, what="the config apply")
+    statuses = [httpx.post(gw.url + "/v1/chat/completions", json=body).status_code for _ in range(2)]
+    assert statuses == [200, 429]                         # 2 of 3 were already used before the apply

@@ -29,7 +29,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from busbar_sdk.store import StoreError
+from busbar_sdk.store import StoreError, TierTokens
 from busbar_sdk.store.windows import window_start
 
 from busbar.limits.cost import RateCard, tiers_of
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from busbar.proxy.relay import Reply
     from busbar.proxy.translate import Call
 
-__all__ = ["OPEN_GROUP_ENV", "Limits"]
+__all__ = ["OPEN_GROUP_ENV", "Limits", "carry_limits"]
 
 log = logging.getLogger("busbar.limits")
 
@@ -73,7 +73,8 @@ class Limits:
         self.tree = GroupTree(cfg.groups)
         self.metrics = LimitMetrics(registry)
         self.limiter = Limiter(self.tree, self.card, on_shadow=self._shadow, on_refuse=self.metrics.refused)
-        self.metrics.watch(self.limiter)
+        self.metrics.watch(lambda: self.limiter.reservations)
+        self.runtime: dict[str, Any] = {}
         self.default_max = int(cfg.limits.default_max_tokens)
         self.open_group = open_group
         self._drainer: asyncio.Future[None] | None = None
@@ -90,8 +91,30 @@ class Limits:
     def set_runtime(self, runtime: Mapping[str, Any]) -> None:
         """Enforce the auto-provisioned groups ``runtime`` (``{name: GroupConfig}``) beside the
         config's (a config group of the same name wins). Counters are kept: they are per bucket."""
+        self.runtime = dict(runtime)
         self.tree = GroupTree({**runtime, **self.config_groups})
         self.limiter.tree = self.tree
+
+    def adopt(self, old: Limits, gw: Gateway) -> None:
+        """Take over ``old``'s state on a live config apply (``gw`` is the new gateway): every
+        bucket window, in-flight gauge and open reservation is kept (requests admitted on the old
+        config settle into this one), spend is repriced from the windows' tokens at the new rate
+        card, the runtime groups and the drain loop carry over, and the metrics stay on the
+        process registry."""
+        prev = old.limiter
+        lim = self.limiter
+        lim.current, lim.inflight, lim.dirty = prev.current, prev.inflight, prev.dirty
+        lim.reservations = prev.reservations
+        lim.flusher = prev.flusher
+        for win in lim.current.values():
+            win.spend = self.card.ledger_pico({m: TierTokens(*v) for m, v in win.models.items()}, 0)
+        self.set_runtime(old.runtime)
+        runtime = getattr(gw, "runtime_groups", None)
+        if runtime is not None:
+            runtime.on_change[:] = [self.set_runtime if cb == old.set_runtime else cb for cb in runtime.on_change]
+        self.metrics, self._drainer, old._drainer = old.metrics, old._drainer, None
+        self.open_group = old.open_group
+        old.limiter = lim               # tickets admitted on the old config settle here
 
     async def start(self, gw: Gateway) -> None:
         """Boot, after the store and the admin plane are up: start draining settled usage into
@@ -236,3 +259,17 @@ class Limits:
             tiers = tiers_of(record.usage)
             self.metrics.used(ticket.pool or "", gw, model, tiers, self.card)
         self.limiter.settle(ticket, ok, model, tiers)
+
+
+def carry_limits(old: Any, new: Any) -> None:
+    """A live config apply's hand-over between gateways (``busbar.server.apply``): the new
+    gateway's limits adopt the old one's state; a gateway that gains limits starts them (seeding
+    from the store); one that loses them drains the old state into the flusher."""
+    before: Limits | None = getattr(old, "limiter", None)
+    after: Limits | None = getattr(new, "limiter", None)
+    if after is not None and before is not None:
+        after.adopt(before, new)
+    elif after is not None:
+        asyncio.get_running_loop().create_task(after.start(new))
+    elif before is not None:
+        asyncio.get_running_loop().create_task(before.stop())

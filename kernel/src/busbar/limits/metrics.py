@@ -16,6 +16,7 @@ Source: docs/limits.md#metrics.
 from __future__ import annotations
 
 from collections import Counter as Tally
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from busbar_sdk.store import TierTokens
 
     from busbar.limits.cost import RateCard
-    from busbar.limits.engine import Limiter
     from busbar.limits.tree import Limit
 
 __all__ = ["LimitMetrics"]
@@ -48,11 +48,11 @@ class LimitMetrics:
             self._spend = Counter("busbar_limit_spend_micros", "Derived token spend of settled requests "
                                   "(micro-units)", ["pool", "model"], registry=registry)
 
-    def watch(self, limiter: Limiter) -> None:
-        """Export ``limiter``'s open reservations as a scrape-time gauge."""
+    def watch(self, reservations: Callable[[], int]) -> None:
+        """Export ``reservations()`` (open reservations) as a scrape-time gauge."""
         if self.registry is not None:
             Gauge("busbar_limit_reservations", "Admitted requests holding a worst-case reservation",
-                  registry=self.registry).set_function(lambda: limiter.reservations)
+                  registry=self.registry).set_function(reservations)
 
     def refused(self, lim: Limit | None) -> None:
         """Count one refusal (``None``: a frozen or unconfigured group)."""

@@ -317,6 +317,9 @@ class ConfigApplier:
         for attr in _PROCESS_WIDE:
             if hasattr(old, attr):
                 setattr(new, attr, getattr(old, attr))
+        from busbar.limits.gate import carry_limits
+
+        carry_limits(old, new)        # counters, reservations, runtime groups; spend repriced
         return new
 
 
