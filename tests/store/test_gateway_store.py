@@ -16,7 +16,7 @@ import httpx
 import pytest
 from busbar.config.load import load_config_text
 from busbar.proxy.gateway import Gateway
-from busbar.store.attach import store_running
+from busbar.store.attach import start_store, stop_store, store_running
 from busbar.store.flusher import UsageFlusher
 from busbar.store.sync import KeySync
 from busbar_sdk.store import MemoryStore, MeteringDelta, VirtualKey
@@ -55,9 +55,27 @@ def config(tmp_path: Path, module: str, settings: dict[str, object], *plugins: s
                        settings=json.dumps(settings))
 
 
+def test_without_the_keys_verifier_the_mirror_is_not_polled() -> None:
+    loaded = load_config_text("providers:\n  openai: { api_key: { env: K } }\nmodels:\n  gpt: { provider: openai }\n",
+                              {"K": "sk"})
+    gw = Gateway.build(loaded, {"K": "sk"}, transport=httpx.MockTransport(lambda r: httpx.Response(500)))
+
+    async def main() -> tuple[int, float]:
+        tasks = await start_store(gw)
+        try:
+            await gw.store.put_key(VirtualKey(id="k1", name="one", group="g", created_at=1))
+            await asyncio.sleep(0.4)            # > one key-sync interval (0.25 s)
+            return len(tasks), gw.keysync.age_s()
+        finally:
+            await stop_store(gw, tasks)
+
+    assert asyncio.run(main()) == (1, float("inf"))    # the flusher alone; the mirror never synced
+    assert gw.keysync.keys == {}
+
+
 def test_the_memory_store_is_the_default_and_runs_under_the_helper() -> None:
     loaded = load_config_text("providers:\n  openai: { api_key: { env: K } }\nmodels:\n  gpt: { provider: openai }\n"
-                              "advanced: { usage_flush_interval_ms: 20 }\n", {"K": "sk"})
+                              "advanced: { usage_flush_interval_ms: 20 }\nauth: { chain: [keys] }\n", {"K": "sk"})
     gw = Gateway.build(loaded, {"K": "sk"}, transport=httpx.MockTransport(lambda r: httpx.Response(500)))
     assert isinstance(gw.store, MemoryStore)
     assert isinstance(gw.flusher, UsageFlusher) and gw.flusher.interval_s == 0.02

@@ -12,9 +12,11 @@
   and the denylist the request path reads.
 
 ``await start_store(gw)`` opens the store (connect, create or migrate), checks the plugins against
-the fleet's high-water marks in a shared store (``busbar.loader.highwater.check_fleet_marks``),
-runs one key sync and starts the flusher and key-sync loops; ``await stop_store(gw, tasks)`` stops
-the sync, flushes what is pending (bounded) and closes the store. ``store_running(gw)`` is both as an
+the fleet's high-water marks in a shared store (``busbar.loader.highwater.check_fleet_marks``) and
+starts the flusher loop; when ``auth.chain`` has the ``keys`` verifier (the mirror's only reader) it
+also runs one key sync and starts the key-sync loop (no store polling for an unread mirror).
+``await stop_store(gw, tasks)`` stops the loops, flushes what is pending (bounded) and closes the
+store. ``store_running(gw)`` is both as an
 async context manager (tests: ``async with store_running(gw): ...``). Their metrics go on the
 gateway's registry when a ``metrics:`` block is configured.
 
@@ -60,16 +62,19 @@ def attach_store(gw: Gateway, plugins: Any) -> None:
 
 
 async def start_store(gw: Gateway) -> list[asyncio.Task[None]]:
-    """Open ``gw.store``, sync keys once, start the flusher and key-sync loops; returns the tasks.
+    """Open ``gw.store``, start the flusher loop and (``keys`` in ``auth.chain``) sync keys once and
+    start the key-sync loop; returns the tasks.
 
     Raises:
         StoreBootError: the store is unreachable (named without its password), written by a newer
             Busbar, or failed the first key sync.
     """
     await open_store(gw.store)
+    mirror = _mirror_needed(gw)
     try:
         marks = await _fleet_marks(gw)
-        await gw.keysync.sync()
+        if mirror:
+            await gw.keysync.sync()
     except StoreError as exc:
         with contextlib.suppress(StoreError):
             await gw.store.close()
@@ -78,7 +83,18 @@ async def start_store(gw: Gateway) -> list[asyncio.Task[None]]:
         with contextlib.suppress(StoreError):
             await gw.store.close()
         raise StoreBootError(marks, summary=f"{len(marks)} plugin(s) below the fleet's high-water mark", status=2)
-    return [asyncio.ensure_future(gw.flusher.run()), asyncio.ensure_future(gw.keysync.run())]
+    tasks = [asyncio.ensure_future(gw.flusher.run())]
+    if mirror:
+        tasks.append(asyncio.ensure_future(gw.keysync.run()))
+    return tasks
+
+
+def _mirror_needed(gw: Gateway) -> bool:
+    """The key mirror has a reader: ``auth.chain`` has the built-in ``keys`` verifier (an ``auth:``
+    change is restart-to-apply, so this holds for the life of the process)."""
+    from busbar.config.schema_base import BUILTIN_CHAIN_MODULE
+
+    return any(m.name == BUILTIN_CHAIN_MODULE for m in gw.config.auth.modules("chain"))
 
 
 async def stop_store(gw: Gateway, tasks: list[asyncio.Task[None]], shutdown_timeout_s: float = 5.0) -> None:
