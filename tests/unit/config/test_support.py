@@ -117,9 +117,11 @@ def faults(extra: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("extra", "line"), [
-    ("advanced: { worker_threads: 4 }\n", f"advanced.worker_threads: 4: a worker thread count {TAIL}"),
+    ("advanced: { worker_threads: 4 }\n", f"advanced.worker_threads: 4: a worker thread count (run `busbar --workers N` for more "
+                                           f"cores) {TAIL}"),
     ("advanced: { upstream_h2_prior_knowledge: true }\n",
-     f"advanced.upstream_h2_prior_knowledge: True: HTTP/2 to upstreams {TAIL}"),
+     f"advanced.upstream_h2_prior_knowledge: True: HTTP/2 to upstreams (the upstream client is HTTP/1.1 only) "
+     f"{TAIL}"),
 ], ids=lambda v: v.split(":")[0] if isinstance(v, str) and v.endswith("\n") else None)
 def test_a_set_unsupported_key_is_refused_with_one_line(extra: str, line: str) -> None:
     assert faults(extra) == [f"config.yaml: {line}"]

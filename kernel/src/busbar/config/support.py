@@ -68,16 +68,20 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("rate_card.*.per_search_unit_utok", "per-search-unit rerank pricing",
                 "no cost ledger is kept; rerank usage is normalised but nothing charges it yet "
                 "(docs/beyond-chat.md#usage)"),
-    Unsupported("advanced.rate_sweep_interval", "rate-window sweep tuning", "no rate-limit windows are kept"),
-    Unsupported("advanced.worker_threads", "a worker thread count",
-                "the gateway runs one event loop; run more processes to use more cores"),
-    Unsupported("advanced.upstream_h2_prior_knowledge", "HTTP/2 to upstreams",
-                "the upstream client speaks HTTP/1.1 only"),
+    Unsupported("advanced.worker_threads", "a worker thread count (run `busbar --workers N` for more cores)",
+                "each busbar process runs one event loop (Python threads would not add cores); run "
+                "`busbar --workers N` for N processes over one listening socket (docs/stores.md#a-fleet)"),
+    Unsupported("advanced.upstream_h2_prior_knowledge", "HTTP/2 to upstreams (the upstream client is HTTP/1.1 only)",
+                "the upstream client (aiohttp) speaks HTTP/1.1 only: it has no HTTP/2, with or without prior "
+                "knowledge"),
 )
 
 #: Keys whose every accepted value is what this build does anyway: key -> why no code is needed.
 NO_EFFECT: dict[str, str] = {
     "advanced.upstream_http1_only": "the upstream client speaks HTTP/1.1 only, so both values hold",
+    "advanced.rate_sweep_interval": ("each group-limit bucket keeps only its current window in memory "
+                                     "(limits/engine.py): a rolled window is replaced at its next admission, so "
+                                     "there are no idle windows to sweep and any interval is honoured"),
 }
 
 #: key path pattern -> the kernel module (under busbar/) that reads it at run time.

@@ -27,7 +27,8 @@ process). :attr:`ConfigApplier.versions` keeps the last :data:`KEEP_VERSIONS`
 
 ``reload_to_apply``: changed keys this process cannot take live (the listeners and their TLS, the
 connection timeouts baked into the listener, the upstream client's settings, the observability
-sinks, the store, the ``auth:`` chain); they are stored in the version and act at the next restart
+sinks, the store, the ``auth:`` chain, the group limits and rate card); they are stored in the
+version and act at the next restart
 (:data:`RESTART_TO_APPLY`).
 
 Source: docs/operations.md#changing-config-live
@@ -65,7 +66,7 @@ RESTART_TO_APPLY: tuple[str, ...] = (
     "security", "providers.*.allow_metadata_hosts",
     "observability.otlp_url", "observability.request_log_webhook_url",
     "observability.max_inflight_webhook_deliveries", "observability.webhook_delivery_timeout_secs",
-    "store", "advanced", "auth", "plugins.enabled",
+    "store", "advanced", "auth", "plugins.enabled", "groups", "rate_card", "per_request_fee",
 )
 """Key path prefixes (``*`` = any one map key) a live apply stores but cannot act on."""
 
@@ -323,12 +324,13 @@ class ConfigApplier:
         return new
 
 
-_PROCESS_WIDE = ("store", "flusher", "keysync", "frontdoor", "signing", "audit", "runtime_groups")
+_PROCESS_WIDE = ("store", "flusher", "keysync", "frontdoor", "signing", "audit", "runtime_groups", "limiter")
 """Gateway attributes opened once per process: the store and its loops (the ones ``Gateway.build``
 made are never opened, so there is nothing to close), the front door and its signing keyring
 (``busbar.auth.boot``; an ``auth:`` change is restart-to-apply, so the running chain never has a
-gap), the admin audit log and the runtime groups (``busbar.admin.server``). A new gateway takes the
-old one's."""
+gap), the admin audit log and the runtime groups (``busbar.admin.server``), the group limits with
+their in-memory windows and reservations (``busbar.limits``: a ``groups:`` / ``rate_card`` change is
+restart-to-apply, so no budget restarts at zero). A new gateway takes the old one's."""
 
 
 class _Refused(Exception):

@@ -39,6 +39,7 @@ from busbar.admin.server import AdminStartError, start_admin
 from busbar.auth.boot import FrontDoorBootError, start_front_door
 from busbar.observe.access import access_finisher
 from busbar.observe.sinks import build_sinks
+from busbar.observe.watch import BreakerWatch
 from busbar.proxy.health import start_probers
 from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
 from busbar.server.app import AppState, create_app
@@ -106,6 +107,8 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
     state = AppState(gateway=gateway, started_at=time.time())
     state.finishers.append(metering_finisher(gateway))    # per-request metering into gw.flusher
     state.finishers.append(access_finisher)              # one busbar.access line per request
+    watch = BreakerWatch(state)
+    state.finishers.append(watch.finisher)                # breaker / hard-down change logs
     state.finishers.append(lambda rec: state.gateway.metrics.finished(rec, state.gateway))  # latency, tokens
     if tracing is not None:
         tracing.state = state
@@ -159,7 +162,7 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
             reattach(state.gateway, new)
 
         gateway.plugins.on_swap = plugins_follow
-    tasks = list(front)
+    tasks = [*front, asyncio.ensure_future(watch.run())]
     if path is not None:
         tasks.append(asyncio.ensure_future(_saver(state, path)))
     if ready is not None:
