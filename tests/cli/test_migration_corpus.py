@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from busbar.auth.signing import generate_text
 
 BUSBAR = str(Path(sys.executable).parent / "busbar")
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "migration-corpus"
@@ -49,7 +50,7 @@ def migrate_and_validate(name: str, tmp_path: Path) -> subprocess.CompletedProce
     assert m.returncode == 0, m.stderr
     assert "Traceback" not in m.stderr
     key = tmp_path / "signing.key"
-    key.write_text("corpus-test-signing-key\n")
+    key.write_text(generate_text())          # a real ed25519 key: --validate parses it
     text = m.stdout
     for path in SIGNING_KEY_PATHS:
         text = text.replace(path, str(key))

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from busbar.auth.signing import generate_text
 from busbar.config.errors import ConfigError
 from busbar.config.load import load_config_text
 
@@ -24,7 +25,12 @@ from tests.support.certs import pem_bundle
 ROOT = Path(__file__).resolve().parents[3]
 CORPUS = ROOT / "tests" / "data" / "config_corpus" / "valid"
 FILES = sorted(CORPUS.glob("*.yaml"))
+SIGNING_PEM = generate_text()
+
+
 def fake_read_file(path: str) -> str:
+    if "signing" in path:    # auth.signing_key files are parsed as ed25519 keys
+        return SIGNING_PEM
     return pem_bundle()      # a real certificate and its key: tls files are parsed
 
 

@@ -122,8 +122,12 @@ def keyring_from_text(text: str, source: str) -> Keyring:
         private = _seed(text.strip(), source)
         public[kid_of(private.public_key())] = private.public_key()
     for block in blocks:
+        label = block.split("-----")[1].removeprefix("BEGIN ")
+        if label not in ("PRIVATE KEY", "PUBLIC KEY"):
+            raise SigningKeyError(f"{source}: holds a {label} block; the signing key is an ed25519 PRIVATE KEY "
+                                  f"(generate one with 'openssl genpkey -algorithm ed25519')")
         try:
-            if "PRIVATE KEY" in block.split("\n", 1)[0]:
+            if label == "PRIVATE KEY":
                 key = serialization.load_pem_private_key(block.encode(), password=None)
                 if not isinstance(key, Ed25519PrivateKey):
                     raise SigningKeyError(f"{source}: a private key is not ed25519; busbar signs keys with ed25519")

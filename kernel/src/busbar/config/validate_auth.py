@@ -126,7 +126,13 @@ def check_auth(ctx: Any) -> None:
                                              f"key no provider accepts; use own, or drop {BUILTIN_CHAIN_MODULE} "
                                              f"from the chain")
     if auth.signing_key is not None:
-        ctx.secret(auth.signing_key, "auth.signing_key")   # unset / empty: a fault
+        text = ctx.secret(auth.signing_key, "auth.signing_key")   # unset / empty: a fault
+        if text is not None:
+            from busbar.auth.signing import SigningKeyError, keyring_from_text
+            try:
+                keyring_from_text(text, "auth.signing_key")
+            except SigningKeyError as e:
+                ctx.err("auth.signing_key", str(e).removeprefix("auth.signing_key: "))
     modules = set(chain) | set(admin)
     names_of = getattr(ctx.plugins, "names_of", None)
     if names_of is not None:  # a binding may use the plugin's own name where the chain uses an alias
