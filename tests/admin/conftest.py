@@ -39,12 +39,13 @@ class AdminGateway(BusbarProcess):
     """A :class:`BusbarProcess` whose config serves the admin API on ``admin_port``."""
 
     def __init__(self, tmp_path: Path, extra_yaml: str = "", token: str | None = TOKEN,
-                 base: str = BASE, env: dict[str, str] | None = None) -> None:
+                 base: str = BASE, env: dict[str, str] | None = None, args: list[str] | None = None) -> None:
         self.admin_port = free_port()
         text = base.replace("{port}", "{{port}}").format(admin_port=self.admin_port) + extra_yaml
         super().__init__(text.replace("{{port}}", "{port}"), tmp_path,
                          env={"T_PROVIDER_KEY": PROVIDER_SECRET, **({"T_ADMIN_TOKEN": token} if token is not None
-                                                                     else {}), **(env or {})})
+                                                                     else {}), **(env or {})},
+                         args=args)
         self.admin = f"http://127.0.0.1:{self.admin_port}"
         self.token = token
         self.client = httpx.Client(base_url=self.admin + PREFIX, timeout=30,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.admin.conftest import TOKEN, AdminGateway
+from tests.support.waiting import wait_until
 
 BUSBAR = str(Path(sys.executable).parent / "busbar")
 
@@ -142,3 +143,18 @@ def test_mint_with_parent_provisions_a_group_the_groups_table_shows(
     usage = admin(g, "usage")
     assert usage.returncode == 0 and usage.stdout.splitlines()[1].split() == ["KEY", "REQUESTS", "INPUT", "OUTPUT",
                                                                               "SPEND_MICROS"]
+
+
+def test_only_worker_zero_serves_the_admin_listener(admin_gateway: Callable[..., AdminGateway],
+                                                   tmp_path: Path) -> None:
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[2] / "dist" / "plugins" / "busbar-store-sqlite-1.5.0.tar.gz", plugins)
+    g = admin_gateway(f"plugins: {{ enabled: true, dir: {plugins} }}\n"
+                      f"store: {{ module: sqlite, settings: {{ db_path: {tmp_path / 'w.db'} }} }}\n",
+                      args=["--workers", "2"], env={"BUSBAR_LOG": "info"})
+    wait_until(lambda: "busbar: 2 workers serving" in g.logs(), timeout=60, what="both workers up")
+    assert admin(g, "keys", "mint", "--name", "w").returncode == 0
+    boots = [r for r in g.client.get("/audit").json()["items"] if r["action"] == "boot"]
+    assert len(boots) == 1
+    assert g.logs().count("busbar admin API listening on") == 1

@@ -25,9 +25,10 @@ KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 FORGER = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
-def token(roles: list[str], key: rsa.RSAPrivateKey = KEY, sub: str = "alice@example.test") -> str:
+def token(roles: list[str], key: rsa.RSAPrivateKey = KEY, sub: str = "alice@example.test", life: int = 600) -> str:
     now = int(time.time())
-    return jwt.encode({"iss": ISSUER, "aud": AUDIENCE, "sub": sub, "iat": now, "exp": now + 600, "roles": roles},
+    return jwt.encode({"iss": ISSUER, "aud": AUDIENCE, "sub": sub, "iat": now - 7200, "exp": now + life,
+                       "roles": roles},
                       key, algorithm="RS256", headers={"kid": "k1"})
 
 
@@ -93,10 +94,11 @@ def test_incomparable_grant_falls_to_read_only_and_unbound_earns_nothing(idp_gw:
     assert both.status_code == 200
 
 
-def test_forged_or_foreign_tokens_are_401(idp_gw: AdminGateway) -> None:
-    for bad in (token(["root"], key=FORGER), "not-a-jwt"):
+def test_forged_expired_or_foreign_tokens_are_401(idp_gw: AdminGateway) -> None:
+    for bad in (token(["root"], key=FORGER), token(["root"], life=-3600), "not-a-jwt"):
         r = call(idp_gw, "GET", "/keys", bad)
-        assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthorized")
+        assert (r.status_code, r.json()["error"]["code"], r.headers["www-authenticate"]) == (
+            401, "unauthorized", "Bearer")
 
 
 def test_the_entry_needs_a_loaded_auth_plugin(admin_gateway: Callable[..., AdminGateway]) -> None:

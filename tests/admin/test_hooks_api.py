@@ -1,0 +1,72 @@
+"""The hook routes against a real busbar running the signed first-party headroom hook as a global
+gate: list, inspect, describe (schema), status, and PATCH settings pushed with ``configure``, which
+takes only on the hook's exact ack (docs/admin.md#hooks)."""
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.admin.conftest import AdminGateway
+from tests.admin.test_cli import admin
+
+ROOT = Path(__file__).resolve().parents[2]
+HOOK = "busbar-headroom"
+
+
+@pytest.fixture(scope="module")
+def hooks_gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminGateway]:
+    tmp = tmp_path_factory.mktemp("hooks")
+    plugins = tmp / "plugins"
+    plugins.mkdir()
+    shutil.copy(ROOT / "dist" / "plugins" / "busbar-headroom-hook-1.5.0.tar.gz", plugins)
+    g = AdminGateway(tmp, f"plugins: {{ enabled: true, dir: {plugins} }}\n"
+                          f"global_hooks:\n  - {{ module: {HOOK}, kind: gate, prompt: rw, timeout_ms: 25, "
+                          f"on_error: nothing }}\n")
+    g.start()
+    yield g
+    g.stop()
+
+
+def test_list_inspect_schema_status_then_patch_settings(hooks_gw: AdminGateway) -> None:
+    items = hooks_gw.client.get("/hooks").json()["items"]
+    assert [(h["name"], h["prompt"], h["settings_version"]) for h in items] == [(HOOK, "rw", 1)]
+    one = hooks_gw.client.get(f"/hooks/{HOOK}").json()
+    assert (one["name"], one["settings"], set(one["counters"])) == (
+        HOOK, {}, {"calls", "timeouts", "errors", "garbage", "saturated"})
+    schema = hooks_gw.client.get(f"/hooks/{HOOK}/schema").json()
+    assert schema["supported"] is True and "min_savings_chars" in schema["schema"]["properties"]
+    status = hooks_gw.client.get(f"/hooks/{HOOK}/status").json()
+    assert (status["supported"], status["desired_version"]) == (True, 1)
+    assert isinstance(status["metrics"], list)
+    missing = hooks_gw.client.get("/hooks/nope/status")
+    assert (missing.status_code, missing.json()) == (404, {"error": {"code": "not_found",
+                                                                     "message": "no running hook 'nope'"}})
+
+    ok = hooks_gw.client.patch(f"/hooks/{HOOK}/settings", json={"settings": {"min_savings_chars": 77}})
+    assert ok.status_code == 200
+    assert ok.json() == {"name": HOOK, "settings_version": 2, "acked": True, "settings": {"min_savings_chars": 77}}
+    status = hooks_gw.client.get(f"/hooks/{HOOK}/status").json()
+    assert (status["settings_version"], status["drift"]) == (2, "in_sync")
+    bad = hooks_gw.client.patch(f"/hooks/{HOOK}/settings", json={"settings": {"min_savings_chars": "many"}})
+    assert bad.status_code == 409
+    assert bad.json() == {"error": {"code": "conflict", "message": f"hook '{HOOK}' did not acknowledge "
+                                                                   f"settings_version 3; its settings are unchanged "
+                                                                   f"(see the server log)"}}
+    assert hooks_gw.client.get(f"/hooks/{HOOK}").json()["settings"] == {"min_savings_chars": 77}
+    audit = [(a["resource"], a["outcome"])
+             for a in hooks_gw.client.get("/audit", params={"action": "hook.configure"}).json()["items"]]
+    assert audit == [(f"hook/{HOOK}", "ok"), (f"hook/{HOOK}", "not_acknowledged")]
+    unknown = hooks_gw.client.patch(f"/hooks/{HOOK}/settings", json={"min_savings_chars": 1})
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (400, "invalid_request")
+
+
+def test_cli_hooks_status(hooks_gw: AdminGateway) -> None:
+    done = admin(hooks_gw, "hooks", "status")
+    assert done.returncode == 0
+    lines = [ln.split() for ln in done.stdout.splitlines()]
+    assert lines[0] == ["HOOK", "SUPPORTED", "VERSION", "DESIRED", "DRIFT", "METRICS"]
+    name, supported, version, desired, drift = lines[1][:5]
+    assert (name, supported, drift, version == desired) == (HOOK, "True", "in_sync", True)
