@@ -12,6 +12,8 @@ group the config does not have is refused 403 naming it. docs/limits.md.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -21,7 +23,7 @@ import pytest
 
 from tests.fleet.conftest import plugins_dir, store_config  # noqa: F401 - fixtures
 from tests.limits.test_limits_e2e import PROMPT, _openai_body, _together
-from tests.support.gateway import BusbarProcess, free_port
+from tests.support.gateway import BIN, BusbarProcess, free_port
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -126,6 +128,12 @@ def _reports(gw: Gw, id27: str) -> None:
     assert (day["by_key"][0]["key_id"], day["by_key"][0]["spend_micros"]) == (id27, 3000)
     assert len(day["by_key"]) == 2 and day["others"] is None
     assert gw.admin.get("/usage", params={"day": "2026-13-01"}).status_code == 400
+    # `busbar admin usage` prints the same report
+    out = subprocess.run([str(BIN / "busbar"), "admin", "usage"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "BUSBAR_ADMIN_URL": str(gw.admin.base_url).removesuffix("/api/v1/admin/"),
+                              "BUSBAR_ADMIN_TOKEN": ADMIN_TOKEN})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == gw.admin.get("/usage").json()
 
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres", "valkey"])
