@@ -176,8 +176,7 @@ def test_a_candidate_outside_the_pool_and_a_short_timeout_ms_are_refused(tmp_pat
 
 
 GOOD_BUT = """
-pools:
-  p:
+  p{i}:
     hooks:
       - module: busbar-ai-router
         prompt: ro
@@ -189,8 +188,7 @@ pools:
     members: [ {{ model: m-code }}, {{ model: m-math }} ]
 """
 
-
-@pytest.mark.parametrize(("setting", "message"), [
+BAD_SETTINGS = [
     ("engine: generative", "settings.engine: 'generative' is not an engine of this build (decision); the generative "
                            "engine is not available yet"),
     ("state: { redact: ['$.messages[[0'] }", "settings.state.redact[0]: '$.messages[[0' is not a JSONPath: Parse "
@@ -201,14 +199,18 @@ pools:
                               ".............^ [INVALID_ARGUMENT]"),
     ("state: { headers: [x-tier] }", "settings.state.headers: not a state setting (known: max_bytes, redact); "
                                      "request headers are not part of the hook projection"),
-])
-def test_bad_settings_refuse_the_boot_naming_the_setting(tmp_path, mock, router_plugins, setting, message):
-    pools = GOOD_BUT.format(setting=setting)
+]
+
+
+def test_bad_settings_refuse_the_boot_naming_the_setting(tmp_path, mock, router_plugins) -> None:
+    """One boot, one line per faulty instance (every instance is opened before the boot gives up)."""
+    pools = "pools:\n" + "".join(GOOD_BUT.format(i=i, setting=s).lstrip("\n") for i, (s, _) in enumerate(BAD_SETTINGS))
     code, lines = _boot(tmp_path, mock, router_plugins, pools)
     plugdir, _ = router_plugins
     assert code == 2
-    assert lines[0] == (f"config.yaml: pools.p.hooks[0]: {plugdir}/busbar-ai-router-hook-1.5.0.tar.gz: busbar_open "
-                        f"raised ValueError: busbar-ai-router-hook: {message}")
+    assert lines == [f"config.yaml: pools.p{i}.hooks[0]: {plugdir}/busbar-ai-router-hook-1.5.0.tar.gz: busbar_open "
+                     f"raised ValueError: busbar-ai-router-hook: {message}" for i, (_, message) in enumerate(BAD_SETTINGS)
+                     ] + ["busbar: 4 start-up error(s); refusing to start"]
 
 
 def test_the_shipped_example_cases_through_hooks_test_and_route(tmp_path, router_plugins) -> None:
