@@ -130,3 +130,43 @@ def test_a_remote_plaintext_or_private_target_is_refused_at_boot(tmp_path, url, 
                          capture_output=True, text=True, timeout=30)
     assert run.returncode == 2
     assert run.stderr.splitlines()[0] == line
+
+
+def test_hook_decisions_become_child_spans_of_the_request():
+    """A gate decision noted by the hook chain (busbar.observe.decisions) is a ``hook <name>`` child span;
+    the SDK's own in-memory exporter collects what the finisher emits."""
+    from busbar.observe import decisions
+    from busbar.observe.traces import Tracing
+    from busbar.proxy.record import RequestRecord
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = Tracing(provider, provider.get_tracer("test"), "memory")
+
+    class _Call:
+        record = RequestRecord("POST", "/v1/chat/completions", "openai")
+
+    call = _Call()
+    rec = call.record
+    rec.called, rec.status = "smart", 200
+    decisions.note(call, "router", None, rec.started)        # off: nothing is noted
+    assert "hook_decisions" not in rec.extra
+    decisions.enabled = True
+    try:
+        decisions.note(call, "router", None, rec.started)
+        decisions.note(call, "guard", "timeout", rec.started)
+    finally:
+        decisions.enabled = False
+    rec.finish([tracing.finisher])
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert set(spans) == {"chat smart", "hook router", "hook guard"}
+    root = spans["chat smart"]
+    for name, verdict in (("hook router", "decided"), ("hook guard", "failed: timeout")):
+        s = spans[name]
+        assert s.parent is not None and s.parent.span_id == root.context.span_id
+        assert dict(s.attributes) == {"busbar.hook": name.split()[1], "busbar.hook.verdict": verdict}
+        assert root.start_time <= s.start_time <= s.end_time <= root.end_time

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ from busbar.hooks.shadow import record_shadow, trace_entry
 from busbar.hooks.specs import GateSpec, TapSpec
 from busbar.hooks.strategies import CONFIG_ONLY, STRATEGIES, Ranker
 from busbar.limits.signals import signals_of, stamp
+from busbar.observe import decisions
 from busbar.proto.base import ErrorKind
 from busbar.proto.errors import ProtoError
 from busbar.proxy.relay import error_reply
@@ -164,7 +166,9 @@ class PoolChain:
                 known = (self.all_known if len(cands) == len(self.all_idx)
                          else frozenset([c["idx"] for c in cands]))
                 msg = run.message("decide", run.pool, cands, prompt=facade.prompt, user=facade.user, owned=True)
+                t0 = time.perf_counter()
                 res = fire_inline(solo, msg, known) if facade.inline else await fire_awaited(solo, msg, known)
+                decisions.note(call, solo.name, res.failure, t0)
                 if res.failure is None:
                     answer, who = res.arm, solo
                     arm = res.arm
@@ -245,7 +249,11 @@ class PoolChain:
         gates = self.gates
         if not gates:
             return []
+        t0 = time.perf_counter()
         results = await fire([(g, self._submit(g, run, cands, known)) for g in gates])
+        if decisions.enabled:           # the trace's hook spans (busbar.observe.decisions)
+            for g, r in zip(gates, results, strict=True):
+                decisions.note(call, g.name, r.failure, t0)
         if self.has_shadow or run.trace is not None:
             gates, results = _unshadowed(run, gates, results, cands)
         if any(r.failure is not None and g.on_error.kind == "hook" for g, r in zip(gates, results)):

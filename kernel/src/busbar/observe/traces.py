@@ -19,9 +19,9 @@ Spans (start and end times are the request's own; ``perf_counter`` times mapped 
 - ``attempt <lane>`` (kind CLIENT), each upstream attempt in order: ``busbar.lane``, ``busbar.pool``,
   ``busbar.failover.hop`` (0 = the first attempt), ``busbar.attempt.outcome``,
   ``http.response.status_code`` (when the upstream answered); status ERROR unless ``ok``.
-- ``hook <name>`` (kind INTERNAL), each hook decision a subsystem noted in
-  ``record.extra["hook_decisions"]`` (a list of ``{"hook", "started", "ended", "verdict"}`` with
-  ``perf_counter`` seconds): ``busbar.hook``, ``busbar.hook.verdict``.
+- ``hook <name>`` (kind INTERNAL), each gate decision the hook chain waited for
+  (``busbar.observe.decisions`` notes them in ``record.extra["hook_decisions"]`` while traces are
+  on): ``busbar.hook``, ``busbar.hook.verdict`` (``decided`` or ``failed: <reason>``).
 
 Target rules (seeds' observability section): loopback ``http://`` is allowed, anything else must be
 ``https://``; the URL is SSRF-checked by ``busbar_sdk.ssrf`` (config validation) and a host name is
@@ -196,5 +196,8 @@ def build_tracer(loaded: LoadedConfig) -> Tracing | None:
     provider = TracerProvider(resource=Resource.create({"service.name": "busbar",
                                                         "service.version": __version__}))
     provider.add_span_processor(BatchSpanProcessor(exporter))
+    from busbar.observe import decisions
+
+    decisions.enabled = True                       # the hook chain notes its gates' decisions
     log.info("exporting traces to %s (OTLP/HTTP)", target)
     return Tracing(provider, provider.get_tracer("busbar", __version__), target)
