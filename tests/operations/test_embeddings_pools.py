@@ -218,7 +218,6 @@ def test_bad_gemini_and_bedrock_bodies(gw):
                          "(/v1/images/generations); see docs/beyond-chat.md"),
     ("/v1/images/variations", "image variations are not supported: busbar routes image generation only "
                               "(/v1/images/generations); see docs/beyond-chat.md"),
-    ("/v1/audio/transcriptions", "the audio operation is not served by this busbar build; see docs/beyond-chat.md"),
 ])
 def test_operations_not_served_answer_a_native_404(gw, path, status_line):
     r = httpx.post(gw.url + path, files={"file": ("a.wav", b"RIFF....", "audio/wav")}, data={"model": "mixed"})
@@ -228,8 +227,8 @@ def test_operations_not_served_answer_a_native_404(gw, path, status_line):
 
 
 @pytest.mark.parametrize("ops,fault", [
-    ("[rerank]", "models.m.operations: protocol openai cannot serve rerank in this build (it serves chat, "
-                 "embeddings, images, moderation; see docs/beyond-chat.md)"),
+    ("[rerank]", "models.m.operations: protocol openai cannot serve rerank in this build (it serves audio, "
+                 "chat, embeddings, images, moderation; see docs/beyond-chat.md)"),
     ("[chat, telepathy]", "models.m.operations: 'telepathy' is not an operation; use chat, embeddings, rerank, "
                           "moderation, images, audio"),
     ("[]", "models.m.operations: must list at least one operation (omit it for the protocol's default)"),

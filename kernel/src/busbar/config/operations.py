@@ -14,7 +14,7 @@ OPERATIONS = ("chat", "embeddings", "rerank", "moderation", "images", "audio")
 """Every operation name of the 1.5 format."""
 
 DEFAULT_OPERATIONS: dict[str, frozenset[str]] = {
-    "openai": frozenset({"chat", "embeddings", "moderation", "images"}),
+    "openai": frozenset({"chat", "embeddings", "moderation", "images", "audio"}),
     "cohere": frozenset({"chat", "embeddings", "rerank"}),
     "gemini": frozenset({"chat", "embeddings", "images"}),
     "bedrock": frozenset({"chat", "embeddings", "rerank", "images"}),

@@ -37,7 +37,7 @@ from busbar.proxy.egress import FORWARDED_SAME_PROTOCOL, prepare, read_upstream_
 from busbar.proxy.runtime import Lane, Member
 from busbar.proxy.success import json_verdict, stream_verdict
 from busbar.proxy.translate import Call, build_body
-from busbar.proxy.upstream import BodyTooLarge, UpstreamError, UpstreamResponse, read_capped
+from busbar.proxy.upstream import Body, BodyTooLarge, UpstreamError, UpstreamResponse, read_capped
 
 if TYPE_CHECKING:
     from busbar.proxy.gateway import Gateway
@@ -101,11 +101,12 @@ async def attempt(gw: Gateway, call: Call, member_or_lane: Member | Lane,
         return AttemptFailure("client_error", 400, UpstreamErrorInfo(
             None, f"translation: strict refuses a lossy hop to {provider.protocol} "
                   f"(lane '{lane.name}'): it would drop {', '.join(dropped)}"), None, reason="client_error")
+    sent: Body
     try:
         if call.op is None:
-            url, headers, content = await prepare(gw, provider, lane.upstream_model, call.stream, content)
+            url, headers, sent = await prepare(gw, provider, lane.upstream_model, call.stream, content)
         else:
-            url, headers, content = await call.op.prepare(gw, provider, lane.upstream_model, content)
+            url, headers, sent = await call.op.prepare(gw, provider, lane.upstream_model, content)
     except (CredentialError, ValueError) as e:   # ValueError: a malformed credential (e.g. SigV4 pair)
         log.warning("provider %s: %s", provider.name, e)
         return AttemptFailure("auth", 0, UpstreamErrorInfo(None, "upstream credential unavailable"), None,
@@ -126,7 +127,7 @@ async def attempt(gw: Gateway, call: Call, member_or_lane: Member | Lane,
         # stream up to its first event (a stall after the headers fails over like any other fault).
         async with asyncio.timeout(cap):
             try:
-                resp = await gw.upstream.send("POST", url, headers, content, scope=provider.name)
+                resp = await gw.upstream.send("POST", url, headers, sent, scope=provider.name)
             except Exception as e:  # noqa: BLE001 - UpstreamError, the SSRF guard and other connect-time refusals
                 return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
             result = await _answer(resp, call, provider, limits, dropped)
@@ -153,6 +154,12 @@ async def _answer(resp: UpstreamResponse, call: Call, provider: Provider, limits
         return _upstream_fault(f"a redirect (HTTP {status}); redirects are not followed", status)
     if status >= 300 or status < 200:
         return await _failure_from(resp, provider, limits)
+    if call.op is not None and call.op.binary:   # audio speech: commit at the headers, the bytes stream
+        reason = call.op.head_verdict(status, resp.headers)
+        if reason is not None:
+            await resp.aclose()
+            return _upstream_fault(reason, status)
+        return AttemptSuccess(resp, dropped=dropped)
     if call.stream:
         reason = stream_verdict(status, resp.headers)
         if reason is not None:
@@ -172,8 +179,10 @@ async def _answer(resp: UpstreamResponse, call: Call, provider: Provider, limits
         return AttemptFailure("network", 0, UpstreamErrorInfo(None, str(e)), None, reason="connect")
     finally:
         await resp.aclose()
-    protocol = provider.protocol if call.op is None else call.op.verdict_key(provider.protocol)
-    doc, reason = json_verdict(protocol, status, resp.headers, body)
+    if call.op is None:
+        doc, reason = json_verdict(provider.protocol, status, resp.headers, body)
+    else:                            # an operation's own check (audio: a text/srt/vtt answer is one)
+        doc, reason = call.op.verdict(provider.protocol, status, resp.headers, body)
     if reason is not None:
         return _upstream_fault(reason, status)
     return AttemptSuccess(resp, body=body, doc=doc, dropped=dropped)

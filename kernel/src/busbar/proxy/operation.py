@@ -21,6 +21,7 @@ Source: docs/beyond-chat.md#how-a-pool-serves-an-operation.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -38,11 +39,14 @@ from busbar.ir.ops import (
 from busbar.proto.ops import codec
 from busbar.proto.ops.rerank import search_units
 from busbar.proxy.relay import Reply
+from busbar.proxy.success import json_verdict
+from busbar.proxy.upstream import Body
 
 if TYPE_CHECKING:
     from busbar.proto.ops.base import OpCodec
     from busbar.proxy.attempt import AttemptSuccess
     from busbar.proxy.gateway import Gateway
+    from busbar.proxy.relay import StreamLimits
     from busbar.proxy.runtime import Lane, Pool, Provider
     from busbar.proxy.translate import Call
 
@@ -109,13 +113,19 @@ class Operation:
         doc, dropped = egress.write_request(self.req, lane.upstream_model)
         return orjson.dumps(doc), [*self.req.dropped, *dropped]
 
+    @property
+    def binary(self) -> bool:
+        """``True``: the answer is a byte stream committed at its headers (audio speech)."""
+        return False
+
     async def prepare(self, gw: Gateway, provider: Provider, upstream_model: str,
-                      body: bytes) -> tuple[str, dict[str, str], bytes]:
+                      body: Body) -> tuple[str, dict[str, str], Body]:
         """``(url, headers, body)`` of one attempt. Raises ``CredentialError`` like chat's ``prepare``."""
         from busbar.proto.bedrock.dialect import model_path, signed_egress
         from busbar.proto.gemini.dialect import egress_request as gemini_egress
         from busbar.proto.responses.dialect import egress_headers
 
+        assert isinstance(body, bytes)       # only an audio upload is sent in chunks (busbar.proxy.audio)
         auth = await gw.credentials.headers(provider) if provider.auth is not None else None
         protocol = provider.protocol
         if protocol == "gemini":
@@ -129,6 +139,21 @@ class Operation:
     def verdict_key(self, protocol: str) -> str:
         """The ``busbar.proxy.success.ENVELOPE_KEYS`` entry of this operation's answers on ``protocol``."""
         return f"{protocol}:{self.name}"
+
+    def verdict(self, protocol: str, status: int, headers: Mapping[str, str],
+                body: bytes) -> tuple[dict[str, Any] | None, str | None]:
+        """``(doc, None)`` for a 2xx body that answers this operation, else ``(None, reason)``
+        (``busbar.proxy.success.json_verdict`` with this operation's envelope keys)."""
+        return json_verdict(self.verdict_key(protocol), status, headers, body)
+
+    def head_verdict(self, status: int, headers: Mapping[str, str]) -> str | None:
+        """A ``binary`` operation's check of 2xx headers (a reason to fail over, or ``None``)."""
+        return None
+
+    def stream_reply(self, call: Call, lane: Lane, success: AttemptSuccess, bounds: StreamLimits,
+                     on_end: Callable[[bool | None], None]) -> Reply:
+        """The relay of a ``binary`` operation's committed answer (only those stream)."""
+        raise NotImplementedError(f"the {self.name} operation does not stream")
 
     def reply(self, call: Call, lane: Lane, success: AttemptSuccess) -> Reply:
         """The client's answer to a committed 2xx (see the module docstring). Raises

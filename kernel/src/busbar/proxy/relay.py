@@ -112,6 +112,8 @@ def stream_reply(call: Call, lane: Lane, success: AttemptSuccess, *, bounds: Str
     a clean finish, ``False`` for a mid-stream upstream failure (a break, ``bounds.idle_s`` of
     silence, ``bounds.max_pending`` bytes without an event), ``None`` when the client went away (a
     cancellation is not a member failure — case C026)."""
+    if call.op is not None:             # audio speech: raw bytes (busbar.proxy.audio)
+        return call.op.stream_reply(call, lane, success, bounds, on_end)
     same = lane.provider.dialect is call.ingress and not call.reencode
     encoder = call.ingress.stream_encoder(call.called, call.ir if not same else _passthrough_ir(call))
     usage = Usage()

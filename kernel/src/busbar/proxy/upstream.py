@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 from urllib.parse import urlencode
 
 import aiohttp
@@ -50,6 +50,10 @@ from busbar.security.resolve import Resolver
 
 if TYPE_CHECKING:
     import httpx
+
+Body: TypeAlias = "bytes | list[bytes | memoryview]"
+"""A request body: bytes, or chunks sent in order (an audio upload re-framed around views of the
+received bytes, ``busbar.proxy.audio``; the caller sets ``content-length``)."""
 
 CONNECT_TIMEOUT_S = 10.0
 USER_AGENT = f"busbar/{__version__}"
@@ -85,7 +89,7 @@ class Upstream(Protocol):
     """The client seam (see the module docstring)."""
 
     async def send(self, method: str, url: str, headers: Mapping[str, str],
-                   body: bytes = b"", *, scope: str | None = None) -> UpstreamResponse: ...
+                   body: Body = b"", *, scope: str | None = None) -> UpstreamResponse: ...
     async def aclose(self) -> None: ...
 
 
@@ -284,7 +288,7 @@ class AiohttpUpstream:
         return parsed
 
     async def send(self, method: str, url: str, headers: Mapping[str, str],
-                   body: bytes = b"", *, scope: str | None = None) -> _AiohttpResponse:
+                   body: Body = b"", *, scope: str | None = None) -> _AiohttpResponse:
         """Send one request through ``scope``'s guard (a provider name; ``None`` or a provider with no
         allow-list: the default guard); returns at response headers. Raises ``UpstreamError``,
         ``SsrfBlocked``."""
@@ -292,7 +296,8 @@ class AiohttpUpstream:
         session = pool.session or self._open(pool)
         target = self._url(pool, url)
         try:
-            r = await session.request(method, target, data=body or None, headers=headers,
+            data = _chunks(body) if isinstance(body, list) else body or None
+            r = await session.request(method, target, data=data, headers=headers,
                                       allow_redirects=False)
         except _AIOHTTP_FAULTS as e:
             raise _upstream_error(e) from None
@@ -303,6 +308,12 @@ class AiohttpUpstream:
             if pool.session is not None:
                 await pool.session.close()
                 pool.session = None
+
+
+async def _chunks(body: list[bytes | memoryview]) -> AsyncIterator[bytes]:
+    """A chunked ``Body`` as the async iterable both clients stream (views are sent, not copied)."""
+    for chunk in body:
+        yield chunk  # type: ignore[misc]  # a memoryview: both clients write any bytes-like object
 
 
 # ------------------------------------------------------------------------------------------------ httpx
@@ -372,10 +383,11 @@ class HttpxUpstream:
         self.client = client
 
     async def send(self, method: str, url: str, headers: Mapping[str, str],
-                   body: bytes = b"", *, scope: str | None = None) -> _HttpxResponse:
+                   body: Body = b"", *, scope: str | None = None) -> _HttpxResponse:
         import httpx
 
-        req = self.client.build_request(method, url, content=body, headers=headers)
+        content = _chunks(body) if isinstance(body, list) else body
+        req = self.client.build_request(method, url, content=content, headers=headers)
         try:
             r = await self.client.send(req, stream=True)
         except httpx.TransportError as e:

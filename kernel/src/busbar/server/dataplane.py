@@ -39,12 +39,13 @@ from busbar.proxy.runtime import Lane, Pool
 from busbar.proxy.translate import Call
 from busbar.server.asgi_io import read_body, run_cancellable, send_reply
 from busbar.server.jsondepth import MAX_JSON_DEPTH, deep_field, too_deep
-from busbar.server.ops_dispatch import not_served, operation_of, serve_operation
+from busbar.server.ops_dispatch import UPLOADS, not_served, operation_of, serve_operation, upload_of
 from busbar.server.routes import Route, match
 
 if TYPE_CHECKING:
     from busbar.proto.base import Dialect
     from busbar.proxy.gateway import Gateway
+    from busbar.proxy.operation import Operation
     from busbar.server.app import AppState
 
 log = logging.getLogger("busbar.access")
@@ -138,25 +139,34 @@ class DataPlane:
         if route.op and (refused := not_served(route, dialect)) is not None:
             return refused, None     # an operation this build does not serve (busbar.server.ops_dispatch)
         wire = raw                   # the body as received (a SigV4 signature covers these bytes)
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            if str(e).startswith("depth limit exceeded"):       # orjson's own cap (1024 levels)
-                return _too_deep(dialect, ""), None
-            return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, f"request body is not valid JSON: {e}"), None
-        if not isinstance(body, dict):
-            return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, "request body must be a JSON object"), None
-        if too_deep(body, raw):
-            return _too_deep(dialect, deep_field(body)), None
-        op = operation_of(route, dialect, body) if route.op else None   # embeddings & co.
-        if isinstance(op, Reply):
-            return op, None
-        try:                         # one spelling on every hop (Gemini snake_case, countTokens form)
-            normal = dialect.normalize_request(body, route.method)
-        except ProtoError as e:
-            return error_reply(dialect, e.status, e.kind, e.message), None
-        if normal is not body:
-            body, raw = normal, orjson.dumps(normal)
+        op: Operation | Reply | None
+        if route.op in UPLOADS:      # a multipart audio upload, not JSON (busbar.server.ops_dispatch)
+            upload = upload_of(route, dialect, raw, scope["headers"])
+            if isinstance(upload, Reply):
+                return upload, None
+            body, op = upload
+        else:
+            try:
+                body = orjson.loads(raw)
+            except orjson.JSONDecodeError as e:
+                if str(e).startswith("depth limit exceeded"):       # orjson's own cap (1024 levels)
+                    return _too_deep(dialect, ""), None
+                return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
+                                   f"request body is not valid JSON: {e}"), None
+            if not isinstance(body, dict):
+                return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST,
+                                   "request body must be a JSON object"), None
+            if too_deep(body, raw):
+                return _too_deep(dialect, deep_field(body)), None
+            op = operation_of(route, dialect, body) if route.op else None   # embeddings & co.
+            if isinstance(op, Reply):
+                return op, None
+            try:                     # one spelling on every hop (Gemini snake_case, countTokens form)
+                normal = dialect.normalize_request(body, route.method)
+            except ProtoError as e:
+                return error_reply(dialect, e.status, e.kind, e.message), None
+            if normal is not body:
+                body, raw = normal, orjson.dumps(normal)
         name = route.name if route.name is not None else body.get("model")
         adhoc_provider = route.adhoc_provider
         if name is None or name == "":

@@ -8,6 +8,9 @@ Called by the data plane for a route with ``Route.op`` (``busbar.server.routes``
 - ``operation_of(route, dialect, body) -> Operation | Reply | None``: the parsed body of an operation
   route read into the operation's IR (a malformed body: a 400 naming the field, in the caller's
   envelope); ``None`` for a chat body on Bedrock ``/invoke`` (served as chat).
+- ``upload_of(route, dialect, raw, headers) -> (body, Operation) | Reply``: an audio upload
+  (``UPLOADS``: multipart, read instead of the JSON parse): ``{"model": ...}`` and its
+  ``busbar.proxy.audio.AudioOperation`` (the file stays a span of ``raw``), or a 400 naming the field.
 - ``serve_operation(gw, call, target, receive) -> Reply | None``: after the data plane resolved the
   target exactly as for chat (``model`` in the body or the path; unknown: 404) and set ``call.op``:
   a target with no lane able to serve the operation (``busbar.proxy.operation.Operation.able``,
@@ -22,11 +25,14 @@ Source: docs/beyond-chat.md.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from busbar.proto.base import ErrorKind
 from busbar.proto.errors import ProtoError
 from busbar.proto.ops import codec
+from busbar.proto.ops.audio import parse_form
+from busbar.proxy.audio import AudioOperation
 from busbar.proxy.engine import forward
 from busbar.proxy.operation import Operation
 from busbar.proxy.relay import error_reply
@@ -42,8 +48,12 @@ if TYPE_CHECKING:
     from busbar.proxy.translate import Call
     from busbar.server.routes import Route
 
-SERVED = frozenset({"embeddings", "rerank", "moderation", "images", "invoke"})
+SERVED = frozenset({"embeddings", "rerank", "moderation", "images", "invoke", "audio.transcriptions",
+                    "audio.translations", "audio.speech"})
 """``Route.op`` values this build serves (``invoke``: decided by the Bedrock body)."""
+
+UPLOADS = frozenset({"audio.transcriptions", "audio.translations"})
+"""``Route.op`` values whose body is a multipart upload, not JSON (``upload_of``)."""
 
 _UNSUPPORTED = {"images.edits": "image edits", "images.variations": "image variations"}
 _PROTOCOL = {"bedrock-invoke": "bedrock"}
@@ -88,14 +98,32 @@ def operation_of(route: Route, dialect: Dialect, body: dict[str, Any]) -> Operat
         return None
     if op_name not in SERVED:
         return error_reply(dialect, 404, ErrorKind.NOT_FOUND, _not_served_text(op_name))
-    ingress = codec(op_name, _PROTOCOL.get(dialect.name, dialect.name))
+    ingress = codec(op_name.split(".", 1)[0], _PROTOCOL.get(dialect.name, dialect.name))
     if ingress is None:        # a route whose protocol has no codec for the operation
         return error_reply(dialect, 404, ErrorKind.NOT_FOUND, f"the {op_name} operation is not served on this route")
     try:
         req = ingress.read_request(body, route.method)
     except ProtoError as e:
         return error_reply(dialect, e.status, e.kind, e.message)
+    if op_name == "audio.speech":
+        return AudioOperation("speech", ingress, req)
     return Operation(op_name, ingress, req, route.method)
+
+
+def upload_of(route: Route, dialect: Dialect, raw: bytes,
+              headers: Iterable[tuple[bytes, bytes]]) -> tuple[dict[str, Any], Operation] | Reply:
+    """An audio upload (``route.op`` in ``UPLOADS``; the body is multipart, never parsed as JSON):
+    ``({"model": name}, its AudioOperation)`` for the data plane's usual target lookup, or a 400 in
+    the caller's envelope naming the fault (``busbar.proto.ops.audio.parse_form``)."""
+    ctype = next((v.decode("latin-1") for k, v in headers if k == b"content-type"), "")
+    try:
+        form = parse_form(raw, ctype)
+    except ProtoError as e:
+        return error_reply(dialect, e.status, e.kind, e.message)
+    ingress = codec("audio", "openai")
+    assert ingress is not None
+    op = AudioOperation(route.op.removeprefix("audio."), ingress, form.fields, form, raw, ctype)
+    return {"model": form.fields["model"]}, op
 
 
 async def serve_operation(gw: Gateway, call: Call, target: Pool | Lane, receive: Receive) -> Reply | None:
@@ -105,6 +133,8 @@ async def serve_operation(gw: Gateway, call: Call, target: Pool | Lane, receive:
     why = _unservable(gw, call.op, target)
     if why is not None:
         return error_reply(call.ingress, 404, ErrorKind.NOT_FOUND, why)
+    if call.op.binary:               # audio speech: the answer's bytes stream (busbar.proxy.audio)
+        call.stream = True
     if gw.limiter is not None:          # groups and the rate card admit and settle it like chat
         reply = await gw.limiter.serve(gw, call, target, lambda t: run_cancellable(receive, forward(gw, call, t)))
     else:

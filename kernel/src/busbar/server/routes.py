@@ -29,7 +29,8 @@ Non-chat operations (``Route.op``; served by ``busbar.server.ops_dispatch``, doc
 | ``/v1/moderations`` | openai | moderation |
 | ``/v1/images/generations``; ``/v1beta/models/{m}:predict`` | openai; gemini | images |
 | ``/model/{id}/invoke`` | bedrock-invoke | ``invoke``: by the body (embeddings, rerank, images, else chat) |
-| ``/v1/images/edits``, ``/variations``, ``/v1/audio/*`` | openai | not served (a native 404) |
+| ``/v1/audio/transcriptions``, ``/translations``, ``/speech`` | openai | ``audio.`` + the last segment |
+| ``/v1/images/edits``, ``/variations`` | openai | not served (a native 404) |
 
 ``path`` is the ASGI ``scope["path"]``, already percent-decoded once by the server: a name is
 never decoded a second time (``%2541`` names ``%41``, not ``A``). A name taken from the path is then
@@ -58,8 +59,8 @@ _BODY_OPS = {"/v1/embeddings": ("openai", "embeddings"), "/v2/embed": ("cohere",
              "/v2/rerank": ("cohere", "rerank"), "/v1/moderations": ("openai", "moderation"),
              "/v1/images/generations": ("openai", "images"), "/v1/images/edits": ("openai", "images.edits"),
              "/v1/images/variations": ("openai", "images.variations"),
-             "/v1/audio/transcriptions": ("openai", "audio"), "/v1/audio/translations": ("openai", "audio"),
-             "/v1/audio/speech": ("openai", "audio")}
+             "/v1/audio/transcriptions": ("openai", "audio.transcriptions"),
+             "/v1/audio/translations": ("openai", "audio.translations"), "/v1/audio/speech": ("openai", "audio.speech")}
 _GEMINI_OPS = {"embedContent": "embeddings", "batchEmbedContents": "embeddings", "predict": "images"}
 _BEDROCK_VERBS = {"converse": ("bedrock", False), "converse-stream": ("bedrock", True),
                   "invoke": ("bedrock-invoke", False), "invoke-with-response-stream": ("bedrock-invoke", True)}

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from .anthropic import AnthropicMessages
+from .audio import AUDIO_UPLOADS, OpenAISpeech, OpenAITranscribe, read_form
 from .base import Dialect, ErrorReply, next_seq
 from .bedrock import BedrockConverse
 from .cohere import CohereChat
@@ -101,6 +102,9 @@ class MockProvider:
             "/v1/moderations": OpenAIModeration(self.fixtures),
             "/v1/images/generations": OpenAIImages(self.fixtures),
             ":predict": GeminiPredict(self.fixtures),
+            "/v1/audio/transcriptions": OpenAITranscribe(self.fixtures, "transcribe"),
+            "/v1/audio/translations": OpenAITranscribe(self.fixtures, "translate"),
+            "/v1/audio/speech": OpenAISpeech(self.fixtures),
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -194,7 +198,11 @@ class MockProvider:
             )
             return
         headers = ex.headers()
-        body = _parse_body(raw)
+        if rt.endpoint in AUDIO_UPLOADS:     # multipart: the journal records the fields and the file's digest
+            form = read_form(raw, headers.get("content-type", ""))
+            body = form if isinstance(form, dict) else {"error": form}
+        else:
+            body = _parse_body(raw)
         raw_path = ex.scope.get("raw_path")
         self.journal.request(method, path, ex.scope.get("query_string", b"").decode("latin-1"), headers, body,
                              raw_path.decode("latin-1") if raw_path is not None else None)

@@ -1,0 +1,137 @@
+"""Audio on the failover walk: transcription/translation uploads and speech (OpenAI lanes only).
+
+``AudioOperation`` is the ``Operation`` (``busbar.proxy.operation``) of the three OpenAI audio
+routes; ``kind`` is ``transcriptions``, ``translations`` or ``speech``. Only an OpenAI-protocol lane
+whose model declares ``audio`` can serve it (others are skipped, no penalty).
+
+- Uploads: ``raw`` is the received multipart body, ``form`` its parts as spans
+  (``busbar.proto.ops.audio.parse_form``). ``prepare`` sends ``raw`` itself when the lane's wire
+  model is the one the client named, else the re-framed chunks around a new ``model`` value (the
+  file is never copied: the upload is held once). A 2xx answer must look like a transcription
+  (``upload_verdict``: JSON with ``text``, or non-empty text for text/srt/vtt) and is relayed as the
+  upstream wrote it, with its content type. ``op_usage.audio_seconds``: ``verbose_json``'s
+  ``duration`` (0 when the format reports none).
+- Speech: ``binary``: the attempt commits at the upstream's 2xx headers when their content type is
+  audio (``speech_verdict``; JSON, HTML or text fails over) and ``stream_reply`` relays the bytes
+  chunk by chunk with the upstream's content type (never buffered whole).
+  ``op_usage.characters``: the length of ``input``.
+
+Source: docs/beyond-chat.md#audio.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from busbar.ir.model import IrMessage, IrRequest, TextBlock
+from busbar.ir.ops import OpUsage
+from busbar.proto.ops.audio import Form, audio_seconds, reframe, speech_verdict, upload_verdict
+from busbar.proxy.operation import Operation
+from busbar.proxy.relay import Reply
+from busbar.proxy.upstream import Body, UpstreamError
+
+if TYPE_CHECKING:
+    from busbar.proto.ops.base import OpCodec
+    from busbar.proxy.attempt import AttemptSuccess
+    from busbar.proxy.gateway import Gateway
+    from busbar.proxy.relay import StreamLimits
+    from busbar.proxy.runtime import Lane, Provider
+    from busbar.proxy.translate import Call
+    from busbar.proxy.upstream import UpstreamResponse
+
+
+class AudioOperation(Operation):
+    """One audio request (see the module docstring): ``kind``, the upload's ``form`` and ``raw``
+    body and its client ``content_type`` (``None``/empty for speech)."""
+
+    __slots__ = ("kind", "form", "raw", "content_type")
+
+    def __init__(self, kind: str, ingress: OpCodec, req: Any, form: Form | None = None,
+                 raw: bytes = b"", content_type: str = ""):
+        super().__init__("audio", ingress, req)
+        self.kind = kind
+        self.form = form
+        self.raw = raw
+        self.content_type = content_type
+
+    @property
+    def binary(self) -> bool:
+        return self.kind == "speech"
+
+    def ir_view(self) -> IrRequest:
+        """Hooks see the speech ``input`` or the upload's ``prompt`` as one user message."""
+        text = self.form.prompt if self.form is not None else str(self.req.get("input", ""))
+        return IrRequest(messages=[IrMessage("user", [TextBlock(text)])] if text else [])
+
+    def body(self, call: Call, lane: Lane) -> tuple[bytes, list[str]]:
+        if self.form is not None:
+            return self.raw, []                    # re-framed (when needed) in prepare
+        return super().body(call, lane)
+
+    async def prepare(self, gw: Gateway, provider: Provider, upstream_model: str,
+                      body: Body) -> tuple[str, dict[str, str], Body]:
+        """``(url, headers, body)``: ``{base_url}/v1/audio/{kind}``; an upload keeps the client's
+        multipart content type (its boundary) and is re-framed only for a different wire model."""
+        from busbar.proto.responses.dialect import egress_headers
+
+        auth = await gw.credentials.headers(provider) if provider.auth is not None else None
+        headers = egress_headers(provider, auth)
+        url = f"{provider.base_url}/v1/audio/{self.kind}"
+        form = self.form
+        if form is None:
+            return url, headers, body
+        headers["content-type"] = self.content_type
+        if form.fields.get("model") == upstream_model:
+            return url, headers, self.raw
+        chunks, length = reframe(form, self.raw, upstream_model)
+        headers["content-length"] = str(length)
+        return url, headers, chunks
+
+    def verdict(self, protocol: str, status: int, headers: Mapping[str, str],
+                body: bytes) -> tuple[dict[str, Any] | None, str | None]:
+        """An upload's answer: JSON with ``text`` or plain text (``upload_verdict``)."""
+        return upload_verdict(status, headers, body)
+
+    def head_verdict(self, status: int, headers: Mapping[str, str]) -> str | None:
+        """Speech commits at the headers: a reason when they do not announce audio."""
+        return speech_verdict(status, headers)
+
+    def reply(self, call: Call, lane: Lane, success: AttemptSuccess) -> Reply:
+        """An upload's answer relayed as-is with its content type and its audio seconds."""
+        assert success.body is not None
+        ctype = success.response.headers.get("content-type", "application/json")
+        reply = Reply(200, {"content-type": ctype}, success.body)
+        reply.op_usage = OpUsage("audio", audio_seconds=audio_seconds(success.doc))
+        return reply
+
+    def stream_reply(self, call: Call, lane: Lane, success: AttemptSuccess, bounds: StreamLimits,
+                     on_end: Callable[[bool | None], None]) -> Reply:
+        """Speech: the upstream's audio bytes relayed as they arrive. A break or ``bounds.idle_s``
+        of silence ends the body early (``on_end(False)``: a lane failure)."""
+        resp = success.response
+        headers = {"content-type": resp.headers.get("content-type", "application/octet-stream")}
+        reply = Reply(200, headers, stream=_relay(resp, bounds.idle_s, on_end))
+        reply.op_usage = OpUsage("audio", characters=len(str(self.req.get("input", ""))))
+        return reply
+
+
+async def _relay(resp: UpstreamResponse, idle_s: float,
+                 on_end: Callable[[bool | None], None]) -> AsyncGenerator[bytes, None]:
+    outcome: bool | None = None
+    it = resp.chunks()
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(idle_s or None):
+                    chunk = await it.__anext__()
+            except StopAsyncIteration:
+                outcome = True
+                return
+            except (UpstreamError, TimeoutError):
+                outcome = False
+                return
+            yield chunk
+    finally:
+        await resp.aclose()
+        on_end(outcome)
