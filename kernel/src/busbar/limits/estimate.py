@@ -8,7 +8,8 @@ on short prompts). Output tokens: the body's own cap (``max_tokens``, ``max_comp
 input-side rate (input, cache read, cache write) plus output at the output rate, at the dearest
 member of the pool (pico-units; the fee is charged separately).
 
-``worst_case(body, raw_len, lanes, card, default_max) -> Worst``.
+``lane_prices(lanes, card, default_max)`` (once per pool), then per request
+``worst_case(body, raw_len, prices) -> Worst``.
 
 Source: docs/limits.md#reservations.
 """
@@ -20,7 +21,7 @@ from typing import Any
 from busbar.limits.cost import RateCard
 from busbar.limits.engine import Worst
 
-__all__ = ["output_cap", "worst_case"]
+__all__ = ["lane_prices", "output_cap", "worst_case"]
 
 BYTES_PER_TOKEN = 4
 
@@ -45,16 +46,27 @@ def output_cap(body: Mapping[str, Any]) -> int | None:
     return None
 
 
-def worst_case(body: Mapping[str, Any], raw_len: int, lanes: Iterable[Any], card: RateCard,
-               default_max: int) -> Worst:
-    """The worst case of sending ``body`` to any of ``lanes`` (see the module docstring)."""
+def lane_prices(lanes: Iterable[Any], card: RateCard, default_max: int) -> tuple[tuple[int, int, int], ...]:
+    """Per lane: ``(dearest input-side rate, output rate, default output cap)`` (pico-units per
+    token; unpriced lanes 0), computed once per pool."""
+    out = []
+    for lane in lanes:
+        rates = card.rates_of(lane.name, lane.upstream_model)
+        inp = 0 if rates is None else max(rates.input, rates.cache_read, rates.cache_write)
+        out.append((inp, 0 if rates is None else rates.output, lane.default_max_tokens or default_max))
+    return tuple(out)
+
+
+def worst_case(body: Mapping[str, Any], raw_len: int, prices: tuple[tuple[int, int, int], ...]) -> Worst:
+    """The worst case of sending ``body`` to any lane of ``prices`` (:func:`lane_prices`)."""
     inp = -(-raw_len // BYTES_PER_TOKEN)
     cap = output_cap(body)
     tokens = cost = 0
-    for lane in lanes:
-        out = cap if cap is not None else (lane.default_max_tokens or default_max)
-        rates = card.rates_of(lane.name, lane.upstream_model)
-        c = 0 if rates is None else inp * max(rates.input, rates.cache_read, rates.cache_write) + out * rates.output
-        tokens = max(tokens, inp + out)
-        cost = max(cost, c)
+    for in_rate, out_rate, default_out in prices:
+        out = cap if cap is not None else default_out
+        c = inp * in_rate + out * out_rate
+        if inp + out > tokens:
+            tokens = inp + out
+        if c > cost:
+            cost = c
     return Worst(tokens, cost)

@@ -34,7 +34,7 @@ from busbar_sdk.store.windows import window_start
 
 from busbar.limits.cost import RateCard, tiers_of
 from busbar.limits.engine import Limiter, Refusal, Ticket, Worst
-from busbar.limits.estimate import worst_case
+from busbar.limits.estimate import lane_prices, worst_case
 from busbar.limits.metrics import LimitMetrics
 from busbar.limits.replies import refusal_reply
 from busbar.limits.tree import GroupTree
@@ -78,7 +78,7 @@ class Limits:
         self.default_max = int(cfg.limits.default_max_tokens)
         self.open_group = open_group
         self._drainer: asyncio.Future[None] | None = None
-        self._lanes: dict[str, tuple[Any, ...]] = {}
+        self._prices: dict[str, tuple[tuple[int, int, int], ...]] = {}     # pool -> lane_prices
 
     @classmethod
     def build(cls, cfg: Any, registry: CollectorRegistry | None = None) -> Limits | None:
@@ -203,8 +203,7 @@ class Limits:
         body, raw_len = call.body, len(call.raw)
 
         def worst_of(pool: str | None) -> Worst:
-            lanes = self._lanes_of(gw, pool, target)
-            return worst_case(body, raw_len, lanes, self.card, self.default_max)
+            return worst_case(body, raw_len, self._prices_of(gw, pool, target))
 
         def allowed(pool: str) -> bool:
             return pool in gw.pools and (allowed_pools is None or pool in allowed_pools)
@@ -218,13 +217,14 @@ class Limits:
             target = gw.pools[verdict.pool]
         return None, target, verdict
 
-    def _lanes_of(self, gw: Gateway, pool: str | None, target: Pool | Lane) -> tuple[Any, ...]:
-        if pool is None:
-            return (target,)
-        lanes = self._lanes.get(pool)
-        if lanes is None:
-            lanes = self._lanes[pool] = tuple(m.lane for m in gw.pools[pool].members)
-        return lanes
+    def _prices_of(self, gw: Gateway, pool: str | None, target: Pool | Lane) -> tuple[tuple[int, int, int], ...]:
+        if pool is None:              # a direct or ad-hoc lane: its own prices (ad-hoc names are unbounded)
+            return lane_prices((target,), self.card, self.default_max)
+        prices = self._prices.get(pool)
+        if prices is None:
+            prices = self._prices[pool] = lane_prices((m.lane for m in gw.pools[pool].members), self.card,
+                                                      self.default_max)
+        return prices
 
     async def serve(self, gw: Gateway, call: Call, target: Pool | Lane,
                     run: Callable[[Pool | Lane], Awaitable[Reply | None]]) -> Reply | None:
