@@ -236,3 +236,13 @@ def test_no_reply_after_the_mint_carries_a_secret(gw: AdminGateway) -> None:
     sk = gw.client.get("/signing-key").json()
     assert set(sk) == {"kid", "algorithm", "public_key", "source"}
     assert (sk["algorithm"], sk["source"], sk["kid"]) == ("ed25519", "file", claims(key["token"])["kid"])
+
+
+def test_idempotency_key_replays_a_rotation(gw: AdminGateway) -> None:
+    key = mint(gw)
+    h = {"Idempotency-Key": f"rotate-{key['id']}"}
+    first = gw.client.post(f"/keys/{key['id']}/rotate", headers=h)
+    again = gw.client.post(f"/keys/{key['id']}/rotate", headers=h)
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert (again.json()["token"], again.json()["generation"]) == (first.json()["token"], 1)
+    assert gw.client.get(f"/keys/{key['id']}").json()["generation"] == 1
