@@ -14,7 +14,7 @@ would print, except that the value of any environment variable the posted text n
 ``${VAR}`` (a read-only caller cannot read the environment through a fault). Read-only scope;
 nothing is applied.
 
-Source: docs/admin.md#config.
+Source: docs/admin.md#plugins-config-signing-key.
 """
 from __future__ import annotations
 
