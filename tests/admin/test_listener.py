@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.admin.conftest import BASE, PREFIX, AdminGateway
+from tests.admin.conftest import BASE, PREFIX, PROVIDER_SECRET, AdminGateway
 from tests.support.certs import make_ca
 from tests.support.gateway import free_port
 
@@ -66,6 +66,19 @@ def test_config_version_and_validate(gw: AdminGateway) -> None:
     assert bad.status_code == 200
     assert bad.json() == {"valid": False, "warnings": [], "errors": [
         "config.yaml: models.gpt.provider: 'nope' is not defined under providers; fix the name or add the provider"]}
+
+
+def test_validate_never_echoes_an_environment_value(gw: AdminGateway) -> None:
+    text = ("listen: \"${T_PROVIDER_KEY}\"\nproviders:\n  openai: { api_key: { env: T_PROVIDER_KEY }, protocol: "
+            "\"${T_PROVIDER_KEY}\" }\nmodels:\n  gpt: { provider: openai, max_concurrent: \"${T_PROVIDER_KEY}\" }\n")
+    r = gw.client.post("/config/validate", json={"config": text})
+    assert PROVIDER_SECRET not in r.text
+    assert r.json()["errors"] == [
+        "config.yaml: models.gpt.max_concurrent: must be a whole number, found '${T_PROVIDER_KEY}'"]
+    other = gw.client.post("/config/validate", json={"config": text.replace("max_concurrent: \"${T_PROVIDER_KEY}\"",
+                                                                            "max_concurrent: 2")})
+    assert PROVIDER_SECRET not in other.text
+    assert "unknown protocol '${T_PROVIDER_KEY}'" in other.text
 
 
 def test_the_served_openapi_document_is_the_committed_one(gw: AdminGateway) -> None:

@@ -5,7 +5,7 @@ digest of the request body. The same key with the same body replays the stored r
 body, the token included: it is the mint reply); the same key with a different body is ``409
 conflict``. At most 10,000 replies are kept (oldest dropped first).
 
-Source: docs/admin.md#idempotency.
+Source: docs/admin.md#keys.
 """
 from __future__ import annotations
 

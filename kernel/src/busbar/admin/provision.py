@@ -7,7 +7,7 @@ set is persisted as the store meta ``groups.runtime`` (JSON ``{name: {"parent", 
 (``gw.runtime_groups``): :meth:`RuntimeGroups.all` gives ``{name: GroupConfig}``, and every
 callback in ``on_change`` runs after a group is added (the enforcement reads them from there).
 
-Source: seeds-derived docs/admin.md#auto-provisioned-groups.
+Source: docs/admin.md#auto-provisioned-groups.
 """
 from __future__ import annotations
 

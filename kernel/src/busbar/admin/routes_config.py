@@ -10,15 +10,19 @@ retained). ``POST /config/validate`` runs a posted
 ``{"config": "<config.yaml text>", "providers": "<providers.yaml text>"?}`` through the boot's own
 pipeline (``busbar.config.load.load_config_text`` with the unsupported-key check, against this
 process's environment) and answers ``{valid, errors, warnings}``: the lines ``busbar --validate``
-would print. Read-only scope; nothing is applied.
+would print, except that the value of any environment variable the posted text names is shown as
+``${VAR}`` (a read-only caller cannot read the environment through a fault). Read-only scope;
+nothing is applied.
 
-Source: docs/admin.md#config.
+Source: docs/admin.md#plugins-config-signing-key.
 """
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -50,19 +54,39 @@ class ValidateReply(BaseModel):
     warnings: list[str]
 
 
+_ENV_NAME = re.compile(r"(?:\$\{\s*|env:\s*['\"]?)([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _redactor(texts: list[str]) -> Callable[[str], str]:
+    """Replace, in a fault line, the value of every environment variable the posted texts name
+    (``${VAR}``, ``{ env: VAR }``) with ``${VAR}``: a read-only caller must not read the process's
+    environment through the faults a value interpolated into the wrong key would produce."""
+    names = {n for t in texts for n in _ENV_NAME.findall(t)}
+    values = sorted(((os.environ[n], n) for n in names if len(os.environ.get(n, "").strip()) >= 3),
+                    key=lambda vn: -len(vn[0]))
+
+    def redact(line: str) -> str:
+        for value, name in values:
+            line = line.replace(value, f"${{{name}}}")
+        return line
+    return redact
+
+
 def validate_text(config: str, providers: str | None) -> tuple[list[str], list[str]]:
-    """``(errors, warnings)`` of a config text, as a boot would judge it (no plugin imported)."""
+    """``(errors, warnings)`` of a config text, as a boot would judge it (no plugin imported), with
+    the values of the environment variables it names redacted (:func:`_redactor`)."""
     from busbar.config.errors import ConfigError
     from busbar.config.load import load_config_text
 
+    redact = _redactor([config, providers or ""])
     try:
         loaded = load_config_text(config, os.environ, providers_text=providers, check_support=True)
     except ConfigError as e:
-        return list(e.faults), []
+        return [redact(f) for f in e.faults], []
     from busbar.server.boot import check_plugins
 
     faults = check_plugins(loaded, os.environ)
-    return faults, ([] if faults else list(loaded.warnings))
+    return [redact(f) for f in faults], ([] if faults else [redact(w) for w in loaded.warnings])
 
 
 @router.post("/config/validate", response_model=ValidateReply, responses=_ERRORS,

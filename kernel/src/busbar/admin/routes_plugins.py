@@ -2,7 +2,7 @@
 
 One row per tarball of the running plugin set: file, name, alias, version, kind, publisher, the
 signature verdict and the status (``loaded``, ``SKIPPED: ...``, ``INVALID: ...``, ``REJECTED:
-...``), the same rows as ``busbar --list-plugins``. Source: docs/plugins.md, docs/admin.md#plugins.
+...``), the same rows as ``busbar --list-plugins``. Source: docs/plugins.md, docs/admin.md#plugins-config-signing-key.
 """
 from __future__ import annotations
 
