@@ -2,7 +2,8 @@
 members of each provider protocol (columns), through a real busbar and the mock provider.
 
 Per cell where the provider protocol serves the operation: **V** the answer carries exactly the
-values the upstream computed (vectors, relevance scores, moderation flags, images), **F** a 503 on the first
+values the upstream computed (vectors, relevance scores, moderation flags, images, transcripts,
+speech bytes), **F** a 503 on the first
 member fails over to the second before the first byte. Where it does not, the cell checks the
 caller's native 404 naming the operation (``404``). The outcome is written to the
 "Operations beyond chat" section of docs/protocol-matrix.md when every cell ran.
@@ -21,6 +22,7 @@ import openai
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from busbar_mock_provider.audio import TRANSCRIPT
 from busbar_mock_provider.embeddings import vector
 from busbar_mock_provider.images import PNG_B64
 from busbar_mock_provider.rerank import rerank_results
@@ -43,6 +45,7 @@ SERVED = {
     ("images", "openai"): ("dall-e-3", "gpt-image-1"),
     ("images", "gemini"): ("imagen-3.0-generate-002", "imagen-4.0-generate-001"),
     ("images", "bedrock"): ("amazon.titan-image-generator-v2:0", "amazon.nova-canvas-v1:0"),
+    ("audio", "openai"): ("whisper-1", "gpt-4o-transcribe"),
 }
 UNSERVED_MODEL = {"openai": "gpt-4o-mini", "responses": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest",
                   "gemini": "gemini-2.0-flash", "bedrock": "amazon.nova-micro-v1:0", "cohere": "command-r"}
@@ -63,7 +66,7 @@ def _config() -> str:
     for p in PROVIDERS:
         out.append(f"  up-{p}: {{ protocol: {p}, base_url: MOCK, api_key: {{ env: KEY_{p.upper()} }} }}\n")
     models, pools = ["models:\n"], ["pools:\n"]
-    for op in ("embeddings", "rerank", "moderation", "images"):
+    for op in ("embeddings", "rerank", "moderation", "images", "audio"):
         for p in PROVIDERS:
             ups = SERVED.get((op, p), (UNSERVED_MODEL[p], UNSERVED_MODEL[p]))
             for tag, up in zip("ab", ups):
@@ -158,6 +161,20 @@ def _boto3_image(url: str, pool: str) -> tuple[Any, str]:
     return doc["images"], lane
 
 
+def _openai_transcribe(url: str, pool: str) -> tuple[Any, str]:
+    with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as c:
+        raw = c.audio.transcriptions.with_raw_response.create(file=("a.wav", b"RIFF" * 4000, "audio/wav"),
+                                                              model=pool, response_format="verbose_json")
+        out = raw.parse()
+        return (out.text, out.duration), raw.headers["x-busbar-route-target"]
+
+
+def _openai_speech(url: str, pool: str) -> tuple[Any, str]:
+    with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as c:
+        raw = c.audio.speech.with_raw_response.create(model=pool, input="hi", voice="alloy")
+        return (raw.headers["content-type"], raw.content), raw.headers["x-busbar-route-target"]
+
+
 EMBEDDED = [vector(t) for t in TEXTS]
 RANKED = [(r["index"], r["relevance_score"]) for r in rerank_results(QUERY, DOCS, None)]
 #: row -> (operation, client call, the values every serving lane must produce)
@@ -172,6 +189,8 @@ ROWS: dict[str, tuple[str, Callable[[str, str], tuple[Any, str]], Any]] = {
     "openai moderations.create": ("moderation", _openai_moderation, [True, False]),
     "openai images.generate": ("images", _openai_images, [PNG_B64, PNG_B64]),
     "boto3 invoke_model (image body)": ("images", _boto3_image, [PNG_B64, PNG_B64]),
+    "openai audio.transcriptions.create": ("audio", _openai_transcribe, (TRANSCRIPT, 1.0)),
+    "openai audio.speech.create": ("audio", _openai_speech, ("audio/mpeg", (bytes(range(256)) * 1)[:200])),
 }
 NOT_FOUND = (openai.NotFoundError, cohere.NotFoundError, genai_errors.ClientError, ClientError)
 RESULTS: dict[tuple[str, str], str] = {}

@@ -5,12 +5,11 @@ routes; ``kind`` is ``transcriptions``, ``translations`` or ``speech``. Only an 
 whose model declares ``audio`` can serve it (others are skipped, no penalty).
 
 - Uploads: ``raw`` is the received multipart body, ``form`` its parts as spans
-  (``busbar.proto.ops.audio.parse_form``). ``prepare`` sends ``raw`` itself when the lane's wire
-  model is the one the client named, else the re-framed chunks around a new ``model`` value (the
-  file is never copied: the upload is held once). A 2xx answer must look like a transcription
-  (``upload_verdict``: JSON with ``text``, or non-empty text for text/srt/vtt) and is relayed as the
-  upstream wrote it, with its content type. ``op_usage.audio_seconds``: ``verbose_json``'s
-  ``duration`` (0 when the format reports none).
+  (``busbar.proto.ops.audio.parse_form``). ``prepare`` sends views of ``raw`` around the lane's
+  wire model (``reframe``): the file is never copied, the upload is held once. A 2xx answer must
+  look like a transcription (``upload_verdict``: JSON with ``text``, or non-empty text for
+  text/srt/vtt) and is relayed as the upstream wrote it, with its content type.
+  ``op_usage.audio_seconds``: ``verbose_json``'s ``duration`` (0 when the format reports none).
 - Speech: ``binary``: the attempt commits at the upstream's 2xx headers when their content type is
   audio (``speech_verdict``; JSON, HTML or text fails over) and ``stream_reply`` relays the bytes
   chunk by chunk with the upstream's content type (never buffered whole).
@@ -72,7 +71,7 @@ class AudioOperation(Operation):
     async def prepare(self, gw: Gateway, provider: Provider, upstream_model: str,
                       body: Body) -> tuple[str, dict[str, str], Body]:
         """``(url, headers, body)``: ``{base_url}/v1/audio/{kind}``; an upload keeps the client's
-        multipart content type (its boundary) and is re-framed only for a different wire model."""
+        multipart content type (its boundary) and goes as views of the received bytes."""
         from busbar.proto.responses.dialect import egress_headers
 
         auth = await gw.credentials.headers(provider) if provider.auth is not None else None
@@ -82,8 +81,6 @@ class AudioOperation(Operation):
         if form is None:
             return url, headers, body
         headers["content-type"] = self.content_type
-        if form.fields.get("model") == upstream_model:
-            return url, headers, self.raw
         chunks, length = reframe(form, self.raw, upstream_model)
         headers["content-length"] = str(length)
         return url, headers, chunks

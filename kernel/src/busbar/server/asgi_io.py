@@ -15,6 +15,7 @@ Source: docs/config-at-a-glance.md#limits (request_body_max_bytes).
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import AsyncGenerator, Awaitable
 from typing import TypeVar
 from urllib.parse import quote
@@ -35,7 +36,8 @@ class BodyReadTimeout(ProtoError):
 
 async def read_body(scope: Scope, receive: Receive, cap: int, frame_timeout_s: float | None = None) -> bytes:
     """Read the whole request body, refusing anything over ``cap`` bytes with ``PayloadTooLarge``
-    and a gap of more than ``frame_timeout_s`` seconds between body frames with ``BodyReadTimeout``."""
+    and a gap of more than ``frame_timeout_s`` seconds between body frames with ``BodyReadTimeout``.
+    The body is held once: frames are appended to one buffer that becomes the returned bytes."""
     for name, value in scope["headers"]:
         if name == b"content-length":
             try:
@@ -45,7 +47,8 @@ async def read_body(scope: Scope, receive: Receive, cap: int, frame_timeout_s: f
             except ValueError:
                 pass
             break
-    chunks: list[bytes] = []
+    first = b""
+    buf: io.BytesIO | None = None    # more than one frame: one growing buffer (no join of a chunk list)
     size = 0
     while True:
         if frame_timeout_s:
@@ -65,10 +68,18 @@ async def read_body(scope: Scope, receive: Receive, cap: int, frame_timeout_s: f
             if size > cap:
                 raise PayloadTooLarge(f"request body exceeds the {cap}-byte limit "
                                       f"(limits.request_body_max_bytes)")
-            chunks.append(body)
+            if not first:
+                first = body
+            else:
+                if buf is None:
+                    buf = io.BytesIO()
+                    buf.write(first)
+                buf.write(body)
         if not msg.get("more_body", False):
             break
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    # getvalue() hands over BytesIO's own buffer (trimmed in place), so a large upload is held once,
+    # never as frames plus their join (docs/beyond-chat.md#audio; bench/bench_audio.py)
+    return first if buf is None else buf.getvalue()
 
 
 async def run_cancellable(receive: Receive, coro: Awaitable[T]) -> T | None:

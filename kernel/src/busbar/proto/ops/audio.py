@@ -8,8 +8,8 @@ Requests (OpenAI API reference, "Audio"):
   ``prompt``, ``temperature`` (0..1) and any other field (relayed untouched).
   ``parse_form(raw, content_type) -> Form`` locates each part as a byte span of the received body:
   the file is never copied. ``reframe(form, raw, model) -> (chunks, length)`` writes the body for a
-  lane whose wire model differs: the received bytes before and after the ``model`` part's value as
-  ``memoryview`` slices around the new value (one part re-framed, the file not copied).
+  lane: the received bytes before and after the ``model`` part's value as ``memoryview`` slices
+  around the lane's wire model (one part re-framed, the file not copied).
 - ``POST /v1/audio/speech``: JSON ``{"model", "input" (<= 4096 characters), "voice",
   "response_format" (mp3 | opus | aac | flac | wav | pcm), "speed" (0.25..4.0), ...}``; the answer
   is the audio bytes with their content type (``speech_verdict``: an answer that says JSON, HTML or
@@ -138,10 +138,16 @@ def parse_form(raw: bytes, content_type: str) -> Form:
 
 def reframe(form: Form, raw: bytes, model: str) -> tuple[list[bytes | memoryview], int]:
     """The upload with the ``model`` part's value set to ``model``: ``(chunks, total length)``;
-    the chunks are views of ``raw`` around the new value (nothing of the file is copied)."""
+    the chunks are views of ``raw`` around the new value (nothing of the file is copied).
+
+    An unchanged model is still sent as two views split at its value: the HTTP client coalesces the
+    request head with the first body chunk in one write (a copy of that chunk), so the first chunk
+    must be the small head of the form, never the whole upload (bench/bench_audio.py)."""
     part = form.parts["model"]
     view = memoryview(raw)
     value = model.encode("utf-8")
+    if value == raw[part.start:part.end]:
+        return [view[:part.start], view[part.start:]], len(raw)
     return [view[:part.start], value, view[part.end:]], len(raw) - (part.end - part.start) + len(value)
 
 
