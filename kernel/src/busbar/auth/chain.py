@@ -5,8 +5,8 @@ turn. The built-in ``keys`` module identifies ``bbk_`` tokens and passes anythin
 module identifies, rejects or passes. The first Identify wins; a Reject, or the end of the chain
 with no Identify, is the one native refusal (:func:`busbar.auth.refusal.unauthenticated`). An
 identified caller whose grant does not cover the target is refused 403 naming the pool (an ad-hoc
-route ``/{provider}/{model}/...`` counts as the pool ``{provider}`` and needs an explicit grant). A request signed with AWS
-SigV4 goes to the Bedrock verifier (:mod:`busbar.auth.sigv4`) instead of the token modules.
+route ``/{provider}/{model}/...`` counts as the pool ``{provider}`` and needs an explicit grant).
+A request signed with AWS SigV4 goes to the Bedrock verifier (:mod:`busbar.auth.sigv4`) instead of the token modules.
 :meth:`FrontDoor.gate` guards a non-protocol route (``/metrics``) with the same chain.
 """
 from __future__ import annotations
