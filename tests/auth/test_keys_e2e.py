@@ -148,7 +148,7 @@ def test_identity_reaches_the_request(gw):
         (key_id, "keys", None, None, {"team": "growth"}, "key")
 
 
-@pytest.mark.parametrize(("allowed", "status"), [(["up-anthropic"], 200), (["to-anthropic"], 403), (None, 200)])
+@pytest.mark.parametrize(("allowed", "status"), [(["up-anthropic"], 200), (["to-anthropic"], 403), (None, 403)])
 def test_an_adhoc_route_counts_as_its_provider(gw, allowed, status):
     _, token = gw.mint(allowed_pools=allowed)
     r = httpx.post(gw.url + "/up-anthropic/claude-x/v1/messages", headers={"x-api-key": token}, timeout=10,

@@ -125,3 +125,39 @@ def test_processes_racing_on_first_boot_share_one_generated_key(tmp_path: Path):
         kids = list(pool.map(_kid_of_generated, [str(tmp_path / "config.yaml")] * 8))
     assert len(set(kids)) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [GENERATED_FILE]    # no temporary file left behind
+
+
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def aliases(segment: str) -> list[str]:
+    """Every other spelling of ``segment`` that a lenient base64url decoder maps to the same bytes."""
+    data = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+    out = []
+    for c in _ALPHABET:
+        alt = segment[:-1] + c
+        if alt != segment and base64.urlsafe_b64decode(alt + "=" * (-len(alt) % 4)) == data:
+            out.append(alt)
+    return out
+
+
+def test_a_signature_with_stray_low_bits_is_refused(ring):
+    token = mint(ring, "vk_1", NOW + 60)
+    payload, sig = token[4:].split(".")
+    alts = aliases(sig)
+    assert len(alts) == 15                  # 86 chars carry 516 bits for 512: 4 spare bits
+    for alt in alts:
+        with pytest.raises(TokenInvalid, match=r"^invalid virtual key$"):
+            verify(ring, f"bbk_{payload}.{alt}", NOW)
+    assert verify(ring, token, NOW).sub == "vk_1"
+
+
+def test_a_payload_with_stray_low_bits_is_refused(ring):
+    token = next(t for t in (mint(ring, "vk_" + "x" * n, NOW + 60) for n in range(1, 4))
+                 if len(t[4:].split(".")[0]) % 4)
+    payload, sig = token[4:].split(".")
+    alts = aliases(payload)
+    assert alts
+    for alt in alts:
+        with pytest.raises(TokenInvalid, match=r"^invalid virtual key$"):
+            verify(ring, f"bbk_{alt}.{sig}", NOW)

@@ -5,8 +5,8 @@ turn. The built-in ``keys`` module identifies ``bbk_`` tokens and passes anythin
 module identifies, rejects or passes. The first Identify wins; a Reject, or the end of the chain
 with no Identify, is the one native refusal (:func:`busbar.auth.refusal.unauthenticated`). An
 identified caller whose grant does not cover the target is refused 403 naming the pool (an ad-hoc
-route ``/{provider}/{model}/...`` counts as the pool ``{provider}``). A request signed with AWS
-SigV4 goes to the Bedrock verifier (:mod:`busbar.auth.sigv4`) instead of the token modules.
+route ``/{provider}/{model}/...`` counts as the pool ``{provider}`` and needs an explicit grant).
+A request signed with AWS SigV4 goes to the Bedrock verifier (:mod:`busbar.auth.sigv4`) instead of the token modules.
 :meth:`FrontDoor.gate` guards a non-protocol route (``/metrics``) with the same chain.
 """
 from __future__ import annotations
@@ -85,7 +85,7 @@ class FrontDoor:
         return None
 
     async def admit(self, scope: Scope, headers: Mapping[str, str], wire: bytes, dialect: Dialect,
-                    pool: str) -> Identity | Reply:
+                    pool: str, adhoc: bool = False) -> Identity | Reply:
         """The caller's :class:`Identity` when it may use ``pool``; else the refusal to send.
 
         Args:
@@ -94,6 +94,7 @@ class FrontDoor:
             wire: the body bytes exactly as received.
             dialect: the caller's protocol (the refusal's envelope).
             pool: the pool or model name the request targets, or the provider of an ad-hoc route.
+            adhoc: ``pool`` is an ad-hoc route's provider (only an explicit grant covers it).
         """
         request = None
         if is_sigv4(headers):
@@ -103,6 +104,6 @@ class FrontDoor:
         identity = await self.identify(headers, request)
         if identity is None:
             return unauthenticated(dialect)
-        if not identity.may_use(pool):
+        if not identity.may_use(pool, adhoc):
             return forbidden_pool(dialect, pool)
         return identity

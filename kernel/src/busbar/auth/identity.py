@@ -23,7 +23,8 @@ class Identity:
         principal: the virtual key id (``vk_...``) for ``key``/``sigv4``, the IdP subject for ``plugin``.
         module: the chain module that identified the caller (``keys``, or the plugin's runtime name).
         group: the ``groups:`` bucket the caller charges through; ``None`` = no group (unlimited).
-        allowed_pools: pools the caller may target; ``None`` = every pool, empty = none.
+        allowed_pools: pools the caller may target; ``None`` = every pool (not an ad-hoc
+            route's provider: see :meth:`may_use`), empty = none.
         labels: the key's labels (string -> string); empty for IdP callers.
         roles: roles the module asserted (IdP callers); empty for keys.
         kind: see :data:`IdentityKind`.
@@ -37,6 +38,10 @@ class Identity:
     roles: frozenset[str] = frozenset()
     kind: IdentityKind = "key"
 
-    def may_use(self, pool: str) -> bool:
-        """Whether this caller may target ``pool`` (a pool name, or an ad-hoc route's provider)."""
-        return self.allowed_pools is None or pool in self.allowed_pools
+    def may_use(self, pool: str, adhoc: bool = False) -> bool:
+        """Whether this caller may target ``pool`` (a pool or model name), or with ``adhoc`` the
+        provider ``pool`` of an ad-hoc route ``/{provider}/{model}/...``: that needs an explicit
+        grant (the provider listed in ``allowed_pools``; ``None`` means every pool, not every provider)."""
+        if self.allowed_pools is None:
+            return not adhoc
+        return pool in self.allowed_pools

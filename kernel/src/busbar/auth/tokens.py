@@ -1,7 +1,9 @@
 """The ``bbk_`` virtual-key token codec (docs/auth.md#virtual-keys).
 
 Wire form: ``bbk_`` + base64url(JSON ``{"sub", "exp", "kid", "g"}``) + ``.`` + base64url(ed25519
-signature over the base64url payload text), both segments unpadded. ``sub`` is the key id
+signature over the base64url payload text), both segments unpadded and canonical (:func:`verify`
+refuses a segment whose last character carries stray low bits, so each key has exactly one valid
+token string). ``sub`` is the key id
 (``vk_...``), ``exp`` the expiry in Unix seconds, ``kid`` the signing key's id, ``g`` the key's
 binding generation (a rotation raises the stored generation, so an older token stops verifying).
 Deliberately not a JWT: one algorithm, no header to negotiate.
@@ -49,7 +51,17 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Strict unpadded base64url: ``text`` must be the one canonical encoding of its bytes (a final
+    character whose unused low bits are set decodes to the same bytes; refused so a token has exactly
+    one valid spelling).
+
+    Raises:
+        ValueError: ``text`` is not canonical base64url.
+    """
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError("non-canonical base64url")
+    return data
 
 
 def mint(keyring: Keyring, sub: str, exp: int, generation: int = 0) -> str:
@@ -86,10 +98,11 @@ def verify(keyring: Keyring, token: str, now: int) -> TokenClaims:
     try:
         claims = orjson.loads(_unb64(payload))
         sub, exp, kid, g = claims["sub"], claims["exp"], claims["kid"], claims.get("g", 0)
+        signature = _unb64(sig)
     except (ValueError, TypeError, KeyError):
         raise TokenInvalid() from None
     if not (isinstance(sub, str) and sub and isinstance(kid, str) and type(exp) is int and type(g) is int):
         raise TokenInvalid()
-    if not keyring.check(kid, _unb64(sig), payload.encode("ascii")) or now >= exp:
+    if not keyring.check(kid, signature, payload.encode("ascii")) or now >= exp:
         raise TokenInvalid()
     return TokenClaims(sub, exp, kid, g)

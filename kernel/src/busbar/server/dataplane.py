@@ -184,7 +184,8 @@ class DataPlane:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         identity = None
         if gw.frontdoor is not None:     # auth.chain before any lookup: a stranger learns no pool names
-            verdict = await gw.frontdoor.admit(scope, headers, wire, dialect, adhoc_provider or name)
+            verdict = await gw.frontdoor.admit(scope, headers, wire, dialect, adhoc_provider or name,
+                                               adhoc_provider is not None)
             if not isinstance(verdict, Identity):
                 return verdict, name
             identity = verdict

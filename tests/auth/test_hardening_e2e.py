@@ -1,0 +1,55 @@
+"""Front-door hardening through a real busbar process (``auth.chain: [keys]``, keys minted over its
+admin API): one token spelling per key, ad-hoc routes need an explicit grant, the catalog and
+per-pool health are behind the chain, the key is checked before the body is parsed, and a repeated
+credential header is refused (docs/auth.md).
+"""
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.auth.conftest import config
+from tests.auth.shapes import assert_refused, post
+from tests.auth.test_admin_keys_e2e import Gateway
+from tests.auth.test_tokens import aliases
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory, mock):
+    g = Gateway(config(), tmp_path_factory.mktemp("hardening"), mock.url)
+    g.start()
+    yield g
+    g.stop()
+
+
+def test_only_the_minted_spelling_of_a_token_is_accepted(gw, mock):
+    token = gw.mint()["token"]
+    assert post(gw.url, "openai", {"authorization": f"Bearer {token}"}).status_code == 200
+    mock.clear()
+    payload, sig = token.split(".")
+    for alt in aliases(sig):
+        assert_refused(post(gw.url, "openai", {"authorization": f"Bearer {payload}.{alt}"}), "openai")
+    assert mock.requests() == []
+
+
+ADHOC = "/up-anthropic/claude-x/v1/messages"
+ADHOC_BODY = {"max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+ADHOC_FORBIDDEN = {"type": "error", "error": {
+    "type": "permission_error",
+    "message": "this key may not use pool 'up-anthropic': it is not in the key's allowed_pools"}}
+
+
+@pytest.mark.parametrize("grant", [{}, {"allowed_pools": ["to-anthropic"]}])
+def test_an_adhoc_route_needs_the_provider_listed(gw, mock, grant):
+    token = gw.mint(**grant)["token"]
+    r = httpx.post(gw.url + ADHOC, headers={"x-api-key": token}, json=ADHOC_BODY, timeout=10)
+    assert (r.status_code, r.json()) == (403, ADHOC_FORBIDDEN)
+    assert mock.requests() == []
+
+
+def test_an_adhoc_route_is_served_to_a_key_listing_the_provider(gw, mock):
+    token = gw.mint(allowed_pools=["up-anthropic"])["token"]
+    r = httpx.post(gw.url + ADHOC, headers={"x-api-key": token}, json=ADHOC_BODY, timeout=10)
+    assert r.status_code == 200, r.text
+    assert r.json()["type"] == "message"
+    assert len(mock.requests()) == 1
