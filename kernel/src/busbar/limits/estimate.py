@@ -4,7 +4,10 @@ Input tokens: the body's UTF-8 bytes / 4, rounded up (the JSON envelope included
 on short prompts). Output tokens: the body's own cap (``max_tokens``, ``max_completion_tokens``,
 ``max_output_tokens``, Gemini ``generation_config.max_output_tokens``, Bedrock
 ``inferenceConfig.maxTokens``), else the lane's ``default_max_tokens``, else
-``limits.default_max_tokens``; for a pool, the largest over its members. Cost: input at the dearest
+``limits.default_max_tokens``; for a pool, the largest over its members. That cap is per choice:
+it is multiplied by the number of choices the body asks for (OpenAI ``n`` and the larger
+``best_of``, Gemini ``generationConfig.candidateCount`` / ``generation_config.candidate_count``,
+Cohere ``num_generations``; 1 when absent). Cost: input at the dearest
 input-side rate (input, cache read, cache write) plus output at the output rate, at the dearest
 member of the pool (pico-units; the fee is charged separately).
 
@@ -21,7 +24,7 @@ from typing import Any
 from busbar.limits.cost import RateCard
 from busbar.limits.engine import Worst
 
-__all__ = ["lane_prices", "output_cap", "worst_case"]
+__all__ = ["choices", "lane_prices", "output_cap", "worst_case"]
 
 BYTES_PER_TOKEN = 4
 
@@ -46,6 +49,24 @@ def output_cap(body: Mapping[str, Any]) -> int | None:
     return None
 
 
+def choices(body: Mapping[str, Any]) -> int:
+    """How many choices (completions, candidates, generations) the body asks for: the largest of
+    its spellings, 1 when none is a positive integer. Each choice may produce the full output cap."""
+    n = 1
+    for key in ("n", "best_of", "candidateCount", "candidate_count", "num_generations"):
+        v = _int(body.get(key))
+        if v is not None and v > n:
+            n = v
+    for outer in ("generation_config", "generationConfig"):
+        sub = body.get(outer)
+        if isinstance(sub, dict):
+            for key in ("candidateCount", "candidate_count"):
+                v = _int(sub.get(key))
+                if v is not None and v > n:
+                    n = v
+    return n
+
+
 def lane_prices(lanes: Iterable[Any], card: RateCard, default_max: int) -> tuple[tuple[int, int, int], ...]:
     """Per lane: ``(dearest input-side rate, output rate, default output cap)`` (pico-units per
     token; unpriced lanes 0), computed once per pool."""
@@ -61,9 +82,10 @@ def worst_case(body: Mapping[str, Any], raw_len: int, prices: tuple[tuple[int, i
     """The worst case of sending ``body`` to any lane of ``prices`` (:func:`lane_prices`)."""
     inp = -(-raw_len // BYTES_PER_TOKEN)
     cap = output_cap(body)
+    many = choices(body)
     tokens = cost = 0
     for in_rate, out_rate, default_out in prices:
-        out = cap if cap is not None else default_out
+        out = (cap if cap is not None else default_out) * many
         c = inp * in_rate + out * out_rate
         if inp + out > tokens:
             tokens = inp + out

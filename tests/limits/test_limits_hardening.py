@@ -1,0 +1,53 @@
+"""Limits that a client cannot talk its way around: multi-choice requests reserve every choice, a
+same-protocol stream is charged its usage even when the client did not ask for it (and the
+client's stream stays as it asked), a stream with no usage at all is charged its worst case, and a
+config reload keeps auto-provisioned groups enforced and refused keys refused. docs/limits.md.
+"""
+from __future__ import annotations
+
+import openai
+import pytest
+from busbar.limits.estimate import choices, worst_case
+
+from tests.limits.test_limits_e2e import BASE, PROMPT, _metric, _oa, _openai_body
+
+PRICES = ((1_000_000, 3_000_000, 4096),)          # 1 µ per input token, 3 µ per output token
+
+
+# -- multi-choice reservations (unit) -------------------------------------------------------------
+def test_the_worst_case_multiplies_the_output_cap_by_the_choices_asked_for() -> None:
+    assert worst_case({"max_tokens": 100}, 400, PRICES).tokens == 200
+    w = worst_case({"max_tokens": 100, "n": 50}, 400, PRICES)
+    assert (w.tokens, w.cost) == (100 + 5000, 100 * 1_000_000 + 5000 * 3_000_000)
+    w = worst_case({"generationConfig": {"maxOutputTokens": 10, "candidateCount": 8}}, 40, PRICES)
+    assert (w.tokens, w.cost) == (10 + 80, 10 * 1_000_000 + 80 * 3_000_000)
+    w = worst_case({"n": 3}, 4, PRICES)                   # no cap in the body: the lane default, per choice
+    assert (w.tokens, w.cost) == (1 + 3 * 4096, 1_000_000 + 3 * 4096 * 3_000_000)
+
+
+def test_choices_reads_every_spelling_and_ignores_nonsense() -> None:
+    assert choices({}) == 1
+    assert choices({"n": 4}) == 4
+    assert choices({"n": 2, "best_of": 5}) == 5
+    assert choices({"generation_config": {"candidate_count": 6}}) == 6
+    assert choices({"candidateCount": 7}) == 7
+    assert choices({"num_generations": 3}) == 3
+    assert choices({"n": 0}) == choices({"n": -3}) == choices({"n": "9"}) == choices({"n": True}) == 1
+
+
+# -- multi-choice reservations (end to end) -------------------------------------------------------
+def test_a_request_for_many_choices_reserves_each_of_them(gateway_factory, mock) -> None:
+    gw = gateway_factory(BASE + "groups:\n  g: { limits: [ { budget: 10000, per: month } ] }\n", mock.url, "g")
+    mock.script([{"match": {"protocol": "openai"}, "response": {"body": _openai_body(900, 200)}}])
+    client = _oa(gw)
+    with pytest.raises(openai.RateLimitError) as exc:    # ~1 025 input + 3 × 1 000 × 3 µ: over 10 000 µ
+        client.chat.completions.create(model="p", max_tokens=1000, n=3,
+                                       messages=[{"role": "user", "content": PROMPT}])
+    assert exc.value.status_code == 429
+    assert exc.value.body["message"] == "group 'g': budget per month is exhausted (budget 10000)"
+    assert mock.requests() == []
+    ok = client.chat.completions.create(model="p", max_tokens=1000, n=2,
+                                        messages=[{"role": "user", "content": PROMPT}])
+    assert ok.usage is not None and ok.usage.completion_tokens == 200
+    assert len(mock.requests()) == 1
+    assert _metric(gw, "busbar_limit_spend_micros_total", pool="p", model="gpt") == 1500.0
