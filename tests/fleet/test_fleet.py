@@ -62,8 +62,11 @@ def traffic(nodes: list[BusbarProcess], per_node: int, token: str = "x") -> tupl
     return sum(s[0] for s in sums), sum(s[1] for s in sums)
 
 
-def metric(node: BusbarProcess, name: str, **labels: str) -> float:
-    text = httpx.get(node.url + "/metrics").text
+def metric(node: BusbarProcess, name: str, token: str = "", **labels: str) -> float:
+    """A sample of ``/metrics`` (behind the front door: ``token`` when ``auth.chain`` is set)."""
+    reply = httpx.get(node.url + "/metrics", headers={"authorization": f"Bearer {token}"} if token else {})
+    assert reply.status_code == 200, reply.text
+    text = reply.text
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
@@ -122,7 +125,7 @@ def test_three_nodes_converge_through_a_store_restart_and_refuse_a_revoked_key_w
         in2, out2 = traffic(nodes, 4, token)
         expected = row(day, in1 + in2, out1 + out2, 24, "vk_fleet1")
         assert converged(module, settings, day, expected) == [expected]
-        assert [metric(n, "busbar_store_flush_lost_total", kind="metering") for n in nodes] == [0.0, 0.0, 0.0]
+        assert [metric(n, "busbar_store_flush_lost_total", token, kind="metering") for n in nodes] == [0.0] * 3
 
         read_store(module, settings, "deny", "vk_fleet1", str(int(time.time())))    # revoked through the store
         denied_at = time.monotonic()
