@@ -242,3 +242,29 @@ def test_the_shipped_example_cases_through_hooks_test_and_route(tmp_path, router
     out = json.loads(nomodel.stdout)
     assert out["gates"][0]["explain"]["hops"] == [{"from": "ai", "to": "fallback[0]", "reason": "no_model"}]
     assert (out["order"], out["gates"][0]["explain"]["served_by"]) == (["m-math"], "fallback[0]")
+
+
+def test_calibrate_fits_and_writes_the_temperature(tmp_path, router_plugins) -> None:
+    import yaml
+
+    _, trust = router_plugins
+    text = (REPO / "examples" / "router" / "config.yaml").read_text()
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(text.replace("plugins: { enabled: true, dir: dist/plugins }\n", trust))
+    cases = yaml.safe_load((REPO / "examples" / "router" / "cases.yaml").read_text())["cases"][:40]
+    (tmp_path / "cases.yaml").write_text(yaml.safe_dump({"cases": cases}))
+    env = {**os.environ, "MOCK_OPENAI_KEY": "x", "BUSBAR_LOG": "error"}
+    run = subprocess.run([str(BIN), "hooks", "calibrate", "--config", str(cfg), "--pool", "assistants", "--cases",
+                          str(tmp_path / "cases.yaml"), "--write"], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr
+    first, second = run.stdout.splitlines()
+    fitted = float(re.fullmatch(r"pools\.assistants\.hooks\[0\]\.settings\.temperature: ([0-9.]+) \(fitted on 40 "
+                                r"case\(s\)\)", first).group(1))
+    assert 0.01 < fitted < 0.2 and second == f"written to {cfg}"
+    doc = yaml.safe_load(cfg.read_text())
+    assert doc["pools"]["assistants"]["hooks"][0]["settings"]["temperature"] == fitted
+    shadowed = subprocess.run([str(BIN), "hooks", "calibrate", "--config", str(cfg), "--pool", "assistants-rules",
+                               "--cases", str(tmp_path / "cases.yaml")], capture_output=True, text=True, timeout=300,
+                              env=env)
+    assert shadowed.returncode == 0, shadowed.stderr      # a router in shadow is calibrated before it goes live
+    assert shadowed.stdout.startswith("pools.assistants-rules.hooks[1].settings.temperature: ")

@@ -150,3 +150,10 @@ def test_hooks_test_refuses_bad_cases(cfg, tmp_path) -> None:
     r = busbar("hooks", "test", "--config", str(cfg), "--pool", "smart", "--cases", str(bad))
     assert (r.returncode, r.stderr.strip()) == (
         2, f"--cases: {bad}: cases[0]: needs data: <request or prompt> and expect: [member or tag, ...]")
+
+
+def test_calibrate_without_a_scoring_router_exits_1(cfg) -> None:
+    r = busbar("hooks", "calibrate", "--config", str(cfg), "--pool", "smart", "--cases", str(cfg.parent / "cases.yaml"))
+    assert (r.returncode, r.stderr.strip()) == (1, (
+        "busbar hooks calibrate: no gate of pool 'smart' reported scores for a case whose expect names one of its "
+        "candidates (an AI router with engine: decision does)"))

@@ -34,7 +34,7 @@ from busbar.hooks.fire import Result, fire, fire_awaited, fire_inline
 from busbar.hooks.plan import ROUTE_POLICY, Plan
 from busbar.hooks.projection import candidate_views
 from busbar.hooks.reconcile import Decision, Verdict, reconcile
-from busbar.hooks.reply import Arms, Reject, Rewrite
+from busbar.hooks.reply import Abstain, Arms, Reject, Rewrite
 from busbar.hooks.run import HookRun
 from busbar.hooks.shadow import record_shadow, trace_entry
 from busbar.hooks.specs import GateSpec, TapSpec
@@ -172,6 +172,8 @@ class PoolChain:
                 if res.failure is None:
                     answer, who = res.arm, solo
                     arm = res.arm
+                    if getattr(arm, "note", None) is not None:
+                        _note(call, solo, arm, t0)
                     if type(arm) is Arms and arm.restrict is None and arm.order and not extra:
                         # one gate's order, nothing to intersect: what reconcile decides, without it
                         return self._planned(gw, run, members, Decision(policy=solo.name, order=arm.order))
@@ -264,6 +266,8 @@ class PoolChain:
                        for g, r in zip(gates, results)]
         out: list[tuple[tuple[int, int, int], Verdict]] = []
         for g, (answer, who) in zip(gates, settled):
+            if getattr(answer, "note", None) is not None:
+                _note(call, who, answer, t0)
             v = _verdict(call, run, answer, who)
             if v is not None:
                 out.append((g.rank, v))
@@ -306,6 +310,21 @@ class PoolChain:
             ranking = STRATEGIES[oe.strategy](members, self.costs)
             return (Verdict(oe.strategy, order=ranking) if ranking else None), g
         return None, g                  # nothing / weighted: the gate does not participate
+
+
+def _note(call: Call, gate: GateSpec, answer: Any, started: float) -> None:
+    """A gate explained its decision (its reply's ``explain``): note it on the request's record as a
+    ``hook_decisions`` entry (an OTLP child span, ``busbar.observe.traces``)."""
+    record = getattr(call, "record", None)
+    if record is None:
+        return
+    note = answer.note
+    parts = [f"{k}={note[k]}" for k in ("served_by", "confidence", "probabilities", "hops", "skipped", "cached")
+             if k in note]
+    arm = "abstain" if isinstance(answer, Abstain) else ("restrict" if answer.restrict is not None else "order")
+    record.extra.setdefault("hook_decisions", []).append(
+        {"hook": gate.name, "started": started, "ended": time.perf_counter(),
+         "verdict": f"{arm}; " + "; ".join(parts), "explain": note})
 
 
 def _models(cands: Sequence[dict[str, Any]]) -> dict[int, str]:

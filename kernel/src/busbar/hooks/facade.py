@@ -142,10 +142,17 @@ class HookFacade:
 
     def _decide_now(self, payload: dict[str, Any], known_idx: frozenset[int]) -> Abstain | Reject | Arms:
         raw = self._call(payload)
-        explained = self.explained
-        if explained is not None and isinstance(raw, dict) and "explain" in raw:
-            explained[str(payload["request"]["request_id"])] = raw["explain"]
-        return read_decide(raw, known_idx, self.prompt)
+        arm = read_decide(raw, known_idx, self.prompt)
+        if type(raw) is dict and "explain" in raw and isinstance(raw["explain"], dict):
+            note: dict[str, Any] = raw["explain"]
+            explained = self.explained
+            if explained is not None:
+                explained[str(payload["request"]["request_id"])] = note
+            if isinstance(arm, Arms):
+                arm.note = note
+            elif isinstance(arm, Abstain):
+                arm = Abstain(note)
+        return arm
 
     def transform(self, payload: dict[str, Any], max_bytes: int) -> Job | None:
         """Queue a ``transform``; the job's result is ``Abstain | Reject | Rewrite``."""

@@ -76,7 +76,10 @@ class ReplyError(Exception):
 
 @dataclass(slots=True)
 class Abstain:
-    """No opinion."""
+    """No opinion; ``note``: the reply's ``explain`` object, when the gate explained itself (set by
+    ``HookFacade``; never read for routing)."""
+
+    note: dict[str, Any] | None = None
 
 
 ABSTAIN = Abstain()
@@ -96,6 +99,7 @@ class Arms:
 
     restrict: frozenset[str] | None = None
     order: tuple[int, ...] | None = None
+    note: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
