@@ -101,3 +101,24 @@ def test_windowed_summary_forgets_observations_older_than_the_window():
     now[0] = 200.0
     samples = {(s.name, s.labels.get("quantile")): s.value for s in next(iter(w.collect())).samples}
     assert math.isnan(samples[("w", "0.5")])
+
+
+def test_stats_behind_the_auth_chain_shows_only_the_callers_pools(gateway_factory, mock):
+    from tests.support.gateway import free_port
+
+    admin_port = free_port()
+    yaml = CONFIG.replace("metrics: { buffer_seconds: 30 }\n", "") + (
+        "  other: { members: [ { model: ms-b } ] }\n"
+        f'admin_listen: "127.0.0.1:{admin_port}"\n'
+        "auth:\n  chain: [keys]\n  admin_auth: [ { admin-tokens: { token: { env: T_ADMIN } } } ]\n")
+    gw = gateway_factory(yaml, mock.url, env={"T_ADMIN": "adm-secret"})
+    minted = httpx.post(f"http://127.0.0.1:{admin_port}/api/v1/admin/keys",
+                        headers={"authorization": "Bearer adm-secret"},
+                        json={"name": "stats-reader", "allowed_pools": ["other"]})
+    assert minted.status_code in (200, 201), minted.text
+    token = minted.json()["token"]
+    stranger = httpx.get(gw.url + "/stats")
+    assert stranger.status_code == 401
+    assert stranger.json()["error"]["code"] == "invalid_api_key"
+    doc = httpx.get(gw.url + "/stats", headers={"authorization": f"Bearer {token}"}).json()
+    assert [(lane["lane"], [c["pool"] for c in lane["cells"]]) for lane in doc["lanes"]] == [("ms-b", ["other"])]
