@@ -8,8 +8,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.auth.conftest import config
-from tests.auth.shapes import assert_refused, post
+from tests.auth.conftest import PROTOCOLS, config
+from tests.auth.shapes import REQUESTS, assert_refused, post
 from tests.auth.test_admin_keys_e2e import Gateway
 from tests.auth.test_tokens import aliases
 
@@ -53,3 +53,20 @@ def test_an_adhoc_route_is_served_to_a_key_listing_the_provider(gw, mock):
     assert r.status_code == 200, r.text
     assert r.json()["type"] == "message"
     assert len(mock.requests()) == 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("body", [b"notjson", b"[1, 2]", b'{"model": 7}'])
+def test_the_key_is_checked_before_the_body_is_parsed(gw, mock, protocol, body):
+    r = httpx.post(gw.url + REQUESTS[protocol][0], content=body, timeout=10,
+                   headers={"content-type": "application/json"})
+    assert_refused(r, protocol)
+    assert mock.requests() == []
+
+
+def test_a_known_caller_still_gets_the_parse_error(gw):
+    token = gw.mint()["token"]
+    r = httpx.post(gw.url + "/v1/chat/completions", content=b"notjson", timeout=10,
+                   headers={"authorization": f"Bearer {token}", "content-type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"].startswith("request body is not valid JSON: ")

@@ -84,17 +84,17 @@ class FrontDoor:
             return unauthenticated(get_dialect("openai"))
         return None
 
-    async def admit(self, scope: Scope, headers: Mapping[str, str], wire: bytes, dialect: Dialect,
-                    pool: str, adhoc: bool = False) -> Identity | Reply:
-        """The caller's :class:`Identity` when it may use ``pool``; else the refusal to send.
+    async def admit(self, scope: Scope, headers: Mapping[str, str], wire: bytes,
+                    dialect: Dialect) -> Identity | Reply:
+        """The caller's :class:`Identity`, or the refusal to send; run before the body is parsed
+        (the credential is in the headers), so an unidentified caller learns nothing from a parse
+        error. The pool grant is :meth:`grant`, once the target's name is known.
 
         Args:
             scope: the ASGI scope (method, raw path and query for a SigV4 signature).
             headers: lower-cased request headers.
-            wire: the body bytes exactly as received.
+            wire: the body bytes exactly as received (a SigV4 signature covers them).
             dialect: the caller's protocol (the refusal's envelope).
-            pool: the pool or model name the request targets, or the provider of an ad-hoc route.
-            adhoc: ``pool`` is an ad-hoc route's provider (only an explicit grant covers it).
         """
         request = None
         if is_sigv4(headers):
@@ -104,6 +104,15 @@ class FrontDoor:
         identity = await self.identify(headers, request)
         if identity is None:
             return unauthenticated(dialect)
+        return identity
+
+    @staticmethod
+    def grant(identity: Identity, dialect: Dialect, pool: str, adhoc: bool = False) -> Reply | None:
+        """``None`` when ``identity`` may use ``pool``, else the 403 naming it in ``dialect``'s envelope.
+
+        ``pool``: the pool or model name the request targets, or with ``adhoc`` the provider of an
+        ad-hoc route (only an explicit grant covers it).
+        """
         if not identity.may_use(pool, adhoc):
             return forbidden_pool(dialect, pool)
-        return identity
+        return None

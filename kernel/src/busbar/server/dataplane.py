@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from busbar.auth.chain import FrontDoor
 from busbar.auth.identity import Identity
 from busbar.modelname import name_fault
 from busbar.proto.base import ErrorKind
@@ -139,6 +140,13 @@ class DataPlane:
         if route.op and (refused := not_served(route, dialect)) is not None:
             return refused, None     # an operation this build does not serve (busbar.server.ops_dispatch)
         wire = raw                   # the body as received (a SigV4 signature covers these bytes)
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        identity = None
+        if gw.frontdoor is not None:     # auth.chain before the body is parsed: a stranger learns nothing
+            verdict = await gw.frontdoor.admit(scope, headers, wire, dialect)
+            if not isinstance(verdict, Identity):
+                return verdict, None
+            identity = verdict
         op: Operation | Reply | None
         if route.op in UPLOADS:      # a multipart audio upload, not JSON (busbar.server.ops_dispatch)
             upload = upload_of(route, dialect, raw, scope["headers"])
@@ -181,14 +189,10 @@ class DataPlane:
             if fault is not None:
                 return error_reply(dialect, 400, ErrorKind.INVALID_REQUEST, fault), None
         record.called = name             # the access log names what was asked for, a 404 included
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        identity = None
-        if gw.frontdoor is not None:     # auth.chain before any lookup: a stranger learns no pool names
-            verdict = await gw.frontdoor.admit(scope, headers, wire, dialect, adhoc_provider or name,
-                                               adhoc_provider is not None)
-            if not isinstance(verdict, Identity):
-                return verdict, name
-            identity = verdict
+        if identity is not None:         # the pool grant before any lookup: no pool names leak
+            refused = FrontDoor.grant(identity, dialect, adhoc_provider or name, adhoc_provider is not None)
+            if refused is not None:
+                return refused, name
         target: Pool | Lane | None
         if adhoc_provider is not None:
             target = gw.adhoc_lane(adhoc_provider, name)
