@@ -13,7 +13,8 @@ returned only by :meth:`KeyService.mint` and :meth:`KeyService.rotate`.
   ``issue_aws_credential`` stores a ``sigv4`` credential and returns its pair once.
 - **patch** ``{enabled?, group?}`` (group three-state), **revoke** (denylist; the row stays),
   **rotate** (generation + 1: every older token stops verifying; a new token, and a new AWS pair when
-  the key had one), **delete** (tombstone: credentials destroyed, subject denylisted, row kept).
+  the key had one, in the other credential slot: the old pair is revoked and stays listed with
+  ``revoked_at``), **delete** (tombstone: credentials destroyed, subject denylisted, row kept).
 
 Every mutation takes an optional ETag (``If-Match``; stale: 409 ``version_conflict``), runs under one
 lock (the caps are checked and the row written without interleaving), and is audited.
@@ -217,9 +218,9 @@ class KeyService:
         return [f"allowed_pools: '{p}' is not a configured pool (the key cannot reach it until it is)"
                 for p in pools or [] if p not in known]
 
-    async def _issue_aws(self, key: VirtualKey, now: int) -> tuple[str, str]:
+    async def _issue_aws(self, key: VirtualKey, now: int, slot: int = 0) -> tuple[str, str]:
         akid, secret = new_aws_pair()
-        meta = CredentialMeta(id="cred_" + secrets.token_hex(8), key_id=key.id, kind="sigv4", slot=0,
+        meta = CredentialMeta(id="cred_" + secrets.token_hex(8), key_id=key.id, kind="sigv4", slot=slot,
                               public_id=akid, created_at=now, expires_at=key.expires_at)
         await self.store.put_credential(CredentialSecret(meta, "v1:plain:" + secret))
         return akid, secret
@@ -316,7 +317,9 @@ class KeyService:
             for cred in live:
                 await self.store.revoke_credential(cred.id, "rotated", now)
             if live:
-                aws = await self._issue_aws(key, now)
+                # the other slot: the revoked row stays in the store (listed with revoked_at) and its
+                # revocation reaches every node's mirror as a delta
+                aws = await self._issue_aws(key, now, slot=1 - live[0].slot)
             token = await self._issue(key.id, exp, key.generation)
             await self.audit.append("key.rotate", f"key/{key.id}", "ok", principal)
         return self._reply(await self.view(key), token, aws, [])

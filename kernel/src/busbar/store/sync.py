@@ -11,7 +11,9 @@ so an operator can alert on a node that has stopped syncing.
 
 A tombstoned key's credentials are evicted when the key's tombstone is seen, not when their own
 rows change: a deleted row produces no delta, so waiting for one would keep a deleted key's SigV4
-secret usable for ever.
+secret usable for ever. Likewise a credential row that takes a slot (``(key_id, kind, slot)``) evicts
+the mirror's previous occupant: the store deletes a revoked occupant it replaces, so its revocation
+may never arrive as a delta of its own.
 """
 from __future__ import annotations
 
@@ -88,6 +90,10 @@ class KeySync:
             self.denied.add(entry.sub)
             self._rev_deny = max(self._rev_deny, entry.revision)
         for c in creds:
+            slot = (c.meta.key_id, c.meta.kind, c.meta.slot)
+            for ref in [r for r, old in self.credentials.items()
+                        if old.meta.id != c.meta.id and (old.meta.key_id, old.meta.kind, old.meta.slot) == slot]:
+                del self.credentials[ref]
             self.credentials[(c.meta.kind, c.meta.public_id)] = c
             self._rev_creds = max(self._rev_creds, c.meta.revision)
         for key in keys:
