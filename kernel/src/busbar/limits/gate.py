@@ -262,11 +262,16 @@ class Limits:
 
 
 def carry_limits(old: Any, new: Any) -> None:
-    """A live config apply's hand-over between gateways (``busbar.server.apply``): the new
-    gateway's limits adopt the old one's state; a gateway that gains limits starts them (seeding
-    from the store); one that loses them drains the old state into the flusher."""
+    """A live config apply's hand-over between gateways (``busbar.server.apply``). The apply hands
+    the new gateway the old one's limiter (``_PROCESS_WIDE``: ``groups``/``rate_card`` are
+    restart-to-apply), so there is nothing to carry: its windows, gauges, reservations, runtime
+    groups (``on_change``) and drain loop simply continue. Were the new gateway to bring its own:
+    it adopts the old one's state; a gateway that gains limits starts them (seeding from the store);
+    one that loses them drains the old state into the flusher."""
     before: Limits | None = getattr(old, "limiter", None)
     after: Limits | None = getattr(new, "limiter", None)
+    if after is before:
+        return
     if after is not None and before is not None:
         after.adopt(before, new)
     elif after is not None:
