@@ -52,8 +52,8 @@ def test_decisions_become_hook_spans(gateway_factory, mock, router_plugins) -> N
         roots = {s.span_id: s for s in spans if s.name == "chat traced"}
         assert all(h.parent_span_id in roots for h in hooks)
         model, fallback = (_attrs(h)["busbar.hook.verdict"] for h in hooks)
-        assert model.startswith("order; served_by=model; confidence=") and "probabilities={'oa-a': " in model
-        assert fallback == ("order; served_by=fallback[0]; hops=[{'from': 'ai', 'to': 'fallback[0]', 'reason': "
+        assert model.startswith("decided; order; served_by=model; confidence=") and "probabilities={'oa-a': " in model
+        assert fallback == ("decided; order; served_by=fallback[0]; hops=[{'from': 'ai', 'to': 'fallback[0]', 'reason': "
                             "'when_false'}]; skipped=when_false")
     finally:
         receiver.server.shutdown()

@@ -168,12 +168,10 @@ class PoolChain:
                 msg = run.message("decide", run.pool, cands, prompt=facade.prompt, user=facade.user, owned=True)
                 t0 = time.perf_counter()
                 res = fire_inline(solo, msg, known) if facade.inline else await fire_awaited(solo, msg, known)
-                decisions.note(call, solo.name, res.failure, t0)
+                decisions.note(call, solo.name, res.failure, t0, _explained(res.arm) if decisions.enabled else None)
                 if res.failure is None:
                     answer, who = res.arm, solo
                     arm = res.arm
-                    if getattr(arm, "note", None) is not None:
-                        _note(call, solo, arm, t0)
                     if type(arm) is Arms and arm.restrict is None and arm.order and not extra:
                         # one gate's order, nothing to intersect: what reconcile decides, without it
                         return self._planned(gw, run, members, Decision(policy=solo.name, order=arm.order))
@@ -255,7 +253,7 @@ class PoolChain:
         results = await fire([(g, self._submit(g, run, cands, known)) for g in gates])
         if decisions.enabled:           # the trace's hook spans (busbar.observe.decisions)
             for g, r in zip(gates, results, strict=True):
-                decisions.note(call, g.name, r.failure, t0)
+                decisions.note(call, g.name, r.failure, t0, _explained(r.arm))
         if self.has_shadow or run.trace is not None:
             gates, results = _unshadowed(run, gates, results, cands)
         if any(r.failure is not None and g.on_error.kind == "hook" for g, r in zip(gates, results)):
@@ -266,8 +264,6 @@ class PoolChain:
                        for g, r in zip(gates, results)]
         out: list[tuple[tuple[int, int, int], Verdict]] = []
         for g, (answer, who) in zip(gates, settled):
-            if getattr(answer, "note", None) is not None:
-                _note(call, who, answer, t0)
             v = _verdict(call, run, answer, who)
             if v is not None:
                 out.append((g.rank, v))
@@ -312,19 +308,16 @@ class PoolChain:
         return None, g                  # nothing / weighted: the gate does not participate
 
 
-def _note(call: Call, gate: GateSpec, answer: Any, started: float) -> None:
-    """A gate explained its decision (its reply's ``explain``): note it on the request's record as a
-    ``hook_decisions`` entry (an OTLP child span, ``busbar.observe.traces``)."""
-    record = getattr(call, "record", None)
-    if record is None:
-        return
-    note = answer.note
+def _explained(answer: Any) -> str | None:
+    """The summary of what a gate explained about its decision (its reply's ``explain``, kept on the
+    arm as ``note``), for the trace's hook span; ``None`` when it explained nothing."""
+    note = getattr(answer, "note", None)
+    if not note:
+        return None
     parts = [f"{k}={note[k]}" for k in ("served_by", "confidence", "probabilities", "hops", "skipped", "cached")
              if k in note]
     arm = "abstain" if isinstance(answer, Abstain) else ("restrict" if answer.restrict is not None else "order")
-    record.extra.setdefault("hook_decisions", []).append(
-        {"hook": gate.name, "started": started, "ended": time.perf_counter(),
-         "verdict": f"{arm}; " + "; ".join(parts), "explain": note})
+    return "; ".join([arm, *parts])
 
 
 def _models(cands: Sequence[dict[str, Any]]) -> dict[int, str]:
