@@ -216,3 +216,17 @@ def test_a_speech_answer_that_is_not_audio_fails_over(oa, mock):
     out = oa.audio.speech.with_raw_response.create(model="failover", input="hi", voice="alloy")
     assert out.headers["x-busbar-route-target"] == "fo-b"
     assert out.headers["content-type"] == "audio/mpeg"
+
+
+def test_speech_that_breaks_mid_body_cuts_the_connection(oa, mock, gw):
+    mock.script([{"match": {"model": "tts-1"}, "times": 1, "response": {"drop_after": 2}}])
+    got = b""
+    with pytest.raises(Exception) as e, oa.audio.speech.with_streaming_response.create(
+            model="voice-slow", input="one two three four", voice="alloy") as resp:
+        for chunk in resp.iter_bytes():
+            got += chunk
+    # an incomplete body, never a short one that looks whole (the SDK's httpx raises RemoteProtocolError)
+    assert (type(e.value).__name__, str(e.value)) == (
+        "RemoteProtocolError", "peer closed connection without sending complete message body (incomplete chunked read)")
+    assert got == _speech(1800)[:900]
+    assert "speech audio from the upstream broke mid-body" in gw.logs()

@@ -27,7 +27,7 @@ from busbar.ir.model import IrMessage, IrRequest, TextBlock
 from busbar.ir.ops import OpUsage
 from busbar.proto.ops.audio import Form, audio_seconds, reframe, speech_verdict, upload_verdict
 from busbar.proxy.operation import Operation
-from busbar.proxy.relay import Reply
+from busbar.proxy.relay import Reply, StreamAborted
 from busbar.proxy.upstream import Body, UpstreamError
 
 if TYPE_CHECKING:
@@ -105,7 +105,8 @@ class AudioOperation(Operation):
     def stream_reply(self, call: Call, lane: Lane, success: AttemptSuccess, bounds: StreamLimits,
                      on_end: Callable[[bool | None], None]) -> Reply:
         """Speech: the upstream's audio bytes relayed as they arrive. A break or ``bounds.idle_s``
-        of silence ends the body early (``on_end(False)``: a lane failure)."""
+        of silence is a lane failure (``on_end(False)``) and cuts the client's connection mid-body
+        (``StreamAborted``): audio has no in-band error, and a short body must not look whole."""
         resp = success.response
         headers = {"content-type": resp.headers.get("content-type", "application/octet-stream")}
         reply = Reply(200, headers, stream=_relay(resp, bounds.idle_s, on_end))
@@ -125,9 +126,9 @@ async def _relay(resp: UpstreamResponse, idle_s: float,
             except StopAsyncIteration:
                 outcome = True
                 return
-            except (UpstreamError, TimeoutError):
+            except (UpstreamError, TimeoutError) as e:
                 outcome = False
-                return
+                raise StreamAborted(f"speech audio from the upstream broke mid-body ({e or 'idle timeout'})") from None
             yield chunk
     finally:
         await resp.aclose()

@@ -54,6 +54,12 @@ class Reply:
     op_usage: OpUsage | None = None     # a non-chat operation's normalised usage (busbar.proxy.operation)
 
 
+class StreamAborted(Exception):
+    """Raised by a ``Reply.stream`` that broke mid-body and has no in-band error to send (audio
+    bytes): the server ends the response without its final frame, so the connection is cut and the
+    client sees an incomplete body instead of a short one (``busbar.server.asgi_io.send_reply``)."""
+
+
 def error_reply(ingress: Dialect, status: int, kind: str, message: str,
                 extra: dict[str, str] | None = None) -> Reply:
     """A Busbar-originated error in the caller's own envelope."""

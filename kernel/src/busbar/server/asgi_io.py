@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 from collections.abc import AsyncGenerator, Awaitable
 from typing import TypeVar
 from urllib.parse import quote
@@ -23,9 +24,10 @@ from urllib.parse import quote
 from starlette.types import Receive, Scope, Send
 
 from busbar.proto.errors import PayloadTooLarge, ProtoError
-from busbar.proxy.relay import Reply
+from busbar.proxy.relay import Reply, StreamAborted
 
 T = TypeVar("T")
+log = logging.getLogger("busbar")
 
 
 class BodyReadTimeout(ProtoError):
@@ -159,5 +161,7 @@ async def _pump(send: Send, stream: AsyncGenerator[bytes, None]) -> None:
             if frame:
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+    except StreamAborted as e:      # no final frame: uvicorn closes the connection mid-body
+        log.warning("%s: the connection is cut so the client sees an incomplete body", e)
     finally:
         await stream.aclose()
