@@ -70,3 +70,24 @@ def test_a_known_caller_still_gets_the_parse_error(gw):
                    headers={"authorization": f"Bearer {token}", "content-type": "application/json"})
     assert r.status_code == 400
     assert r.json()["error"]["message"].startswith("request body is not valid JSON: ")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("name", ["authorization", "x-api-key", "x-goog-api-key"])
+def test_a_repeated_credential_header_is_refused(gw, mock, protocol, name):
+    token = gw.mint()["token"]
+    value = f"Bearer {token}" if name == "authorization" else token
+    path, body = REQUESTS[protocol]
+    for pair in ([value, "garbage"], ["garbage", value], [value, value]):
+        headers = httpx.Headers([(name, v) for v in pair])
+        assert_refused(httpx.post(gw.url + path, json=body, headers=headers, timeout=10), protocol)
+    assert mock.requests() == []
+
+
+def test_a_repeated_credential_header_is_refused_on_metrics_and_stats(gw):
+    token = gw.mint()["token"]
+    twice = httpx.Headers([("authorization", f"Bearer {token}"), ("Authorization", f"Bearer {token}")])
+    once = {"authorization": f"Bearer {token}"}
+    for path, status in (("/stats", 200), ("/metrics", 404)):      # 404: no metrics: block
+        assert httpx.get(gw.url + path, headers=once, timeout=10).status_code == status
+        assert_refused(httpx.get(gw.url + path, headers=twice, timeout=10), "openai")
