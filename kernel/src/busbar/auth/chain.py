@@ -82,11 +82,18 @@ class FrontDoor:
                 return await module.identify(token, int(now))
         return None
 
+    async def identify_scope(self, scope: Scope) -> Identity | None:
+        """The caller of a non-protocol route (a token only: a SigV4 signature or a repeated credential
+        header is refused), or ``None``."""
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if repeated_credential(scope["headers"]) or is_sigv4(headers):
+            return None
+        return await self.identify(headers)
+
     async def gate(self, scope: Scope) -> Reply | None:
         """For a non-protocol route behind the chain (``/metrics``): ``None`` when the caller is
         identified, else the refusal (OpenAI's 401 envelope). Pool grants do not apply."""
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        if repeated_credential(scope["headers"]) or is_sigv4(headers) or await self.identify(headers) is None:
+        if await self.identify_scope(scope) is None:
             return unauthenticated(get_dialect("openai"))
         return None
 
