@@ -6,10 +6,11 @@ credential header is refused (docs/auth.md).
 from __future__ import annotations
 
 import httpx
+import openai
 import pytest
 
 from tests.auth.conftest import PROTOCOLS, config
-from tests.auth.shapes import REQUESTS, assert_refused, post
+from tests.auth.shapes import REQUESTS, assert_refused, forbidden, post
 from tests.auth.test_admin_keys_e2e import Gateway
 from tests.auth.test_tokens import aliases
 
@@ -70,3 +71,70 @@ def test_a_known_caller_still_gets_the_parse_error(gw):
                    headers={"authorization": f"Bearer {token}", "content-type": "application/json"})
     assert r.status_code == 400
     assert r.json()["error"]["message"].startswith("request body is not valid JSON: ")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("name", ["authorization", "x-api-key", "x-goog-api-key"])
+def test_a_repeated_credential_header_is_refused(gw, mock, protocol, name):
+    token = gw.mint()["token"]
+    value = f"Bearer {token}" if name == "authorization" else token
+    path, body = REQUESTS[protocol]
+    for pair in ([value, "garbage"], ["garbage", value], [value, value]):
+        headers = httpx.Headers([(name, v) for v in pair])
+        assert_refused(httpx.post(gw.url + path, json=body, headers=headers, timeout=10), protocol)
+    assert mock.requests() == []
+
+
+def test_a_repeated_credential_header_is_refused_on_metrics_and_stats(gw):
+    token = gw.mint()["token"]
+    twice = httpx.Headers([("authorization", f"Bearer {token}"), ("Authorization", f"Bearer {token}")])
+    once = {"authorization": f"Bearer {token}"}
+    for path, status in (("/stats", 200), ("/metrics", 404)):      # 404: no metrics: block
+        assert httpx.get(gw.url + path, headers=once, timeout=10).status_code == status
+        assert_refused(httpx.get(gw.url + path, headers=twice, timeout=10), "openai")
+
+
+ALL_NAMES = ["to-openai", "to-anthropic", "to-gemini", "to-bedrock", "to-cohere",
+             "m-openai", "m-anthropic", "m-gemini", "m-bedrock", "m-cohere"]
+
+
+def model_ids(r: httpx.Response) -> list[str]:
+    assert r.status_code == 200, r.text
+    return [m["id"] for m in r.json()["data"]]
+
+
+@pytest.mark.parametrize("headers", [{}, {"authorization": "Bearer sk-garbage"}])
+def test_the_model_list_needs_a_key(gw, headers):
+    assert_refused(httpx.get(gw.url + "/v1/models", headers=headers, timeout=10), "openai")
+
+
+def test_the_model_list_shows_only_what_the_key_may_use(gw):
+    every = gw.mint()["token"]
+    assert model_ids(httpx.get(gw.url + "/v1/models", headers={"x-api-key": every}, timeout=10)) == ALL_NAMES
+    some = gw.mint(allowed_pools=["to-cohere", "m-openai", "up-anthropic"])["token"]
+    r = httpx.get(gw.url + "/v1/models", headers={"authorization": f"Bearer {some}"}, timeout=10)
+    assert model_ids(r) == ["to-cohere", "m-openai"]
+    none = gw.mint(allowed_pools=[])["token"]
+    assert model_ids(httpx.get(gw.url + "/v1/models", headers={"x-api-key": none}, timeout=10)) == []
+
+
+def test_the_openai_sdk_lists_the_granted_models(gw):
+    token = gw.mint(allowed_pools=["to-openai"])["token"]
+    c = openai.OpenAI(base_url=gw.url + "/v1", api_key=token, max_retries=0)
+    assert [m.id for m in c.models.list()] == ["to-openai"]
+
+
+def test_pool_health_needs_a_key_granted_that_pool(gw):
+    assert httpx.get(gw.url + "/healthz", timeout=10).text == "ok"      # load balancers: open
+    for pool in ("to-openai", "no-such-pool"):
+        assert_refused(httpx.get(gw.url + "/healthz", params={"pool": pool}, timeout=10), "openai")
+    token = gw.mint(allowed_pools=["to-openai"])["token"]
+    auth = {"authorization": f"Bearer {token}"}
+    r = httpx.get(gw.url + "/healthz", params={"pool": "to-openai"}, headers=auth, timeout=10)
+    assert (r.status_code, r.text) == (200, "ok")
+    for pool in ("to-cohere", "no-such-pool"):     # not granted: 403 whether or not it exists
+        r = httpx.get(gw.url + "/healthz", params={"pool": pool}, headers=auth, timeout=10)
+        assert (r.status_code, r.json()) == forbidden("openai", pool)
+    every = {"x-api-key": gw.mint()["token"]}
+    r = httpx.get(gw.url + "/healthz", params={"pool": "no-such-pool"}, headers=every, timeout=10)
+    assert (r.status_code, r.text) == (404, "no pool named 'no-such-pool'")

@@ -1,5 +1,5 @@
-"""The quickstart runs with no auth chain: it keeps serving without a key, and the boot says the front
-door is open."""
+"""The quickstart runs with no auth chain: it keeps serving without a key (``/v1/models`` and
+``/healthz?pool=`` included), and the boot says the front door is open."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,5 +21,9 @@ def test_quickstart_config_serves_without_a_key_and_warns(tmp_path, mock):
         r = httpx.post(gw.url + "/v1/chat/completions", timeout=10,
                        json={"model": "assistant", "messages": [{"role": "user", "content": "hi"}]})
         assert r.status_code == 200
+        models = httpx.get(gw.url + "/v1/models", timeout=10)            # the catalog stays open too
+        assert [m["id"] for m in models.json()["data"]] == ["assistant", "gpt-4o-mini", "claude-haiku"]
+        health = httpx.get(gw.url + "/healthz", params={"pool": "assistant"}, timeout=10)
+        assert (health.status_code, health.text) == (200, "ok")
     assert "auth.chain: [] is an open front door: no client authentication (development only)" in gw.logs()
     assert not (tmp_path / "busbar-signing.key").exists()          # no keys verifier: no key generated

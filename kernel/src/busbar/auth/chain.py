@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from busbar.auth.extract import presented_token
+from busbar.auth.extract import presented_token, repeated_credential
 from busbar.auth.identity import Identity
 from busbar.auth.plugin import REJECT, PluginModule
 from busbar.auth.refusal import forbidden_pool, unauthenticated
@@ -56,7 +56,13 @@ class FrontDoor:
         """The caller the chain identifies from lower-cased ``headers``, or ``None`` (refuse).
 
         ``request``: the request as received, for a SigV4-signed caller (``None``: such a caller is refused).
+        ``headers`` with a ``raw`` list of byte pairs (Starlette's ``Headers``) is refused when it
+        repeats a credential header; a plain mapping cannot tell, so callers holding the ASGI scope
+        check it first (:meth:`admit`, :meth:`gate`).
         """
+        raw = getattr(headers, "raw", None)
+        if raw is not None and repeated_credential(raw):
+            return None
         if is_sigv4(headers):
             if self.sigv4 is None or request is None:
                 return None
@@ -76,11 +82,18 @@ class FrontDoor:
                 return await module.identify(token, int(now))
         return None
 
+    async def identify_scope(self, scope: Scope) -> Identity | None:
+        """The caller of a non-protocol route (a token only: a SigV4 signature or a repeated credential
+        header is refused), or ``None``."""
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if repeated_credential(scope["headers"]) or is_sigv4(headers):
+            return None
+        return await self.identify(headers)
+
     async def gate(self, scope: Scope) -> Reply | None:
         """For a non-protocol route behind the chain (``/metrics``): ``None`` when the caller is
         identified, else the refusal (OpenAI's 401 envelope). Pool grants do not apply."""
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        if is_sigv4(headers) or await self.identify(headers) is None:
+        if await self.identify_scope(scope) is None:
             return unauthenticated(get_dialect("openai"))
         return None
 
@@ -96,6 +109,8 @@ class FrontDoor:
             wire: the body bytes exactly as received (a SigV4 signature covers them).
             dialect: the caller's protocol (the refusal's envelope).
         """
+        if repeated_credential(scope["headers"]):     # two keys: refused, never "the last one wins"
+            return unauthenticated(dialect)
         request = None
         if is_sigv4(headers):
             raw_path = scope.get("raw_path") or scope["path"].encode()

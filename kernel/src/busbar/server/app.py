@@ -6,9 +6,11 @@ how a reload applies (the data plane reads it per request).
 FastAPI routes: ``GET /healthz`` (``ok`` / 503 ``no usable lanes``: any lane usable in any cell;
 ``?pool=<name>``: ``ok`` / 503 ``no usable lanes in pool '<name>'`` (no member usable in that pool's
 cells) / 404 ``no pool named '<name>'``; reads never take a breaker probe), ``GET /v1/models``
-(OpenAI list shape: pools then models), ``GET /stats`` (per-lane JSON snapshot scoped to the
-caller's allowed pools: ``busbar.server.stats``), and a catch-all that answers unknown routes with a
-native-envelope 404 (Anthropic shape under ``/v1/messages`` paths, else OpenAI's).
+(OpenAI list shape: pools then models); with an ``auth.chain`` ``?pool=`` and ``/v1/models`` need
+an identified caller and show only what it may use (``busbar.auth.catalog``), ``GET /stats``
+(per-lane JSON snapshot scoped to the caller's allowed pools: ``busbar.server.stats``), and a
+catch-all that answers unknown routes with a native-envelope 404 (Anthropic shape under
+``/v1/messages`` paths, else OpenAI's).
 
 Source: docs/configuration.md.
 """
@@ -22,6 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from busbar import __version__
+from busbar.auth.catalog import pool_health_refusal, visible_names
 from busbar.proto.base import ErrorKind
 from busbar.proto.registry import get_dialect
 from busbar.server.dataplane import DataPlane
@@ -51,11 +54,13 @@ def create_app(state: AppState) -> DataPlane:
     api = FastAPI(title="Busbar", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
 
     @api.get("/healthz")
-    async def healthz(pool: str | None = None) -> Response:
+    async def healthz(request: Request, pool: str | None = None) -> Response:
         if pool is None:
             if state.gateway.any_usable():
                 return PlainTextResponse("ok")
             return PlainTextResponse("no usable lanes", status_code=503)
+        if (refused := await pool_health_refusal(state.gateway, request.scope, pool)) is not None:
+            return Response(refused.body, status_code=refused.status, headers=refused.headers)
         usable = state.gateway.pool_usable(pool)
         if usable is None:
             return PlainTextResponse(f"no pool named '{pool}'", status_code=404)
@@ -79,10 +84,12 @@ def create_app(state: AppState) -> DataPlane:
         return Response(reply.body, status_code=reply.status, headers=reply.headers)
 
     @api.get("/v1/models")
-    async def models() -> Response:
+    async def models(request: Request) -> Response:       # behind auth.chain (busbar.auth.catalog)
+        names = await visible_names(state.gateway, request.scope)
+        if not isinstance(names, list):
+            return Response(names.body, status_code=names.status, headers=names.headers)
         created = int(state.started_at or time.time())
-        data = [{"id": n, "object": "model", "created": created, "owned_by": "busbar"}
-                for n in state.gateway.routable_names()]
+        data = [{"id": n, "object": "model", "created": created, "owned_by": "busbar"} for n in names]
         return JSONResponse({"object": "list", "data": data})
 
     @api.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS",
