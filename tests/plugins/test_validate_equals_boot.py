@@ -116,11 +116,11 @@ def case_store_without_its_tarball(tmp_path, plugdir, pack, keys):
                  "(plugins); install its signed tarball or fix the name (busbar --list-plugins shows what loads)"]
 
 
-def case_unsupported_auth_chain(tmp_path, plugdir, pack, keys):
-    """Item 17: `auth.chain: [keys]` (a 1.5.0 config) is enforced by nothing in this build: refused."""
-    cfg = _config(tmp_path, keys, "auth: { chain: [keys] }\n")
-    return cfg, ["config.yaml: auth.chain: a data-plane auth chain (client authentication) is not supported in this "
-                 "build; see docs/unsupported-keys.md"]
+def case_unsupported_key(tmp_path, plugdir, pack, keys):
+    """Item 17: a 1.5.0 key this build cannot honour (`advanced.worker_threads`) is refused by both."""
+    cfg = _config(tmp_path, keys, "advanced: { worker_threads: 4 }\n")
+    return cfg, ["config.yaml: advanced.worker_threads: 4: a worker thread count (run `busbar --workers N` for more "
+                 "cores) is not supported in this build; see docs/unsupported-keys.md"]
 
 
 def case_egress_url_setting_on_a_metadata_address(tmp_path, plugdir, pack, keys):
@@ -149,7 +149,7 @@ def case_unset_secret(tmp_path, plugdir, pack, keys):
 
 CASES = [case_egress_url_setting_on_a_metadata_address, case_hook_module_typo, case_untrusted_publisher, case_below_floor, case_kind_mismatch,
          case_secret_module_names_a_hook, case_invalid_tarball, case_unset_secret, case_store_without_its_tarball,
-         case_unsupported_auth_chain]
+         case_unsupported_key]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.__name__.removeprefix("case_") for c in CASES])
