@@ -62,9 +62,11 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "no cost ledger is kept; image usage is normalised but nothing charges it yet "
                 "(docs/beyond-chat.md#usage)"),
     Unsupported("rate_card.*.per_audio_second_utok", "per-audio-second pricing",
-                "no cost ledger is kept and the audio operations are not served (docs/beyond-chat.md)"),
+                "no cost ledger is kept; audio seconds are normalised but nothing charges them yet "
+                "(docs/beyond-chat.md#usage)"),
     Unsupported("rate_card.*.per_character_utok", "per-character speech pricing",
-                "no cost ledger is kept and the audio operations are not served (docs/beyond-chat.md)"),
+                "no cost ledger is kept; speech characters are normalised but nothing charges them yet "
+                "(docs/beyond-chat.md#usage)"),
     Unsupported("rate_card.*.per_search_unit_utok", "per-search-unit rerank pricing",
                 "no cost ledger is kept; rerank usage is normalised but nothing charges it yet "
                 "(docs/beyond-chat.md#usage)"),
