@@ -12,6 +12,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import jwt
 import openai
 import pytest
@@ -87,7 +88,7 @@ def gw(busbar_factory, mock, plugin_dir, jwks_url):
     chain = (f'\n    - keys\n    - oidc: {{ settings: {{ issuer: "{ISSUER}", audience: {AUDIENCE}, '
              f'jwks_url: "{jwks_url}" }} }}')
     extra = ('  role_bindings:\n    oidc:\n      eng: { allowed_pools: [to-openai, to-anthropic] }\n'
-             '      ops: { }\n')
+             '      ops: { }\n      adhoc: { allowed_pools: [up-anthropic] }\n')
     text = config(chain).replace("providers:\n", extra + "providers:\n", 1)
     text += (f'plugins: {{ enabled: true, dir: "{plugin_dir}", trust: {{ publishers: '
              f'[ {{ name: acme, public_key: "{SIGN[1]}" }} ] }} }}\n')
@@ -115,6 +116,17 @@ def test_a_role_without_a_pool_grant_reaches_no_pool(gw, roles):
         assert r.status_code == 200
     else:
         assert (r.status_code, r.json()) == forbidden("openai", "to-openai")
+
+
+@pytest.mark.parametrize(("roles", "status"), [(["ops"], 403), (["ops", "adhoc"], 200), (["adhoc", "ops"], 200)])
+def test_an_adhoc_route_needs_a_role_listing_the_provider(gw, roles, status):
+    r = httpx.post(gw.url + "/up-anthropic/claude-x/v1/messages", timeout=10,
+                   headers={"x-api-key": token(roles=roles)},
+                   json={"max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]})
+    if status == 200:
+        assert r.status_code == 200, r.text
+    else:
+        assert (r.status_code, r.json()) == forbidden("anthropic", "up-anthropic")
 
 
 @pytest.mark.parametrize("bad", ["forged", "expired", "issuer", "audience", "kid", "alg-none"])

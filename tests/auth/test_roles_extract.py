@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 from busbar.auth.extract import presented_token
-from busbar.auth.roles import data_grant
+from busbar.auth.roles import data_grant, listed_pools
 from busbar.config.schema_access import RoleBinding
 
 
@@ -36,3 +36,9 @@ B = {"eng": RoleBinding(allowed_pools=["fast"], group="growth"), "ml": RoleBindi
 ])
 def test_data_grant(roles, grant):
     assert data_grant(B, roles) == grant
+
+
+def test_listed_pools_survive_a_widening_role():
+    assert data_grant(B, ["platform", "eng", "ml"]) == ("acme", None)
+    assert listed_pools(B, ["platform", "eng", "ml", "unbound"]) == frozenset({"fast", "gpu"})
+    assert listed_pools(B, ["platform"]) == frozenset()

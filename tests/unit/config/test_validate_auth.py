@@ -173,8 +173,8 @@ def test_role_bindings_faults() -> None:
     assert faults(text) == [
         "config.yaml: auth.role_bindings.ad.growth-eng.group: 'growth' is not a configured group; add it under "
         "groups: or fix the name",
-        "config.yaml: auth.role_bindings.ad.growth-eng.allowed_pools[1]: 'slow' is not a configured pool; fix the "
-        "name (omit allowed_pools for all pools)",
+        "config.yaml: auth.role_bindings.ad.growth-eng.allowed_pools[1]: 'slow' is not a configured pool, model or "
+        "provider; fix the name (omit allowed_pools for all pools)",
         "config.yaml: auth.role_bindings.oidc: 'oidc' is not a module in auth.chain or auth.admin_auth (modules: "
         "ad); bind roles under the module that asserts them",
         "config.yaml: auth.role_bindings.keys: keys asserts no roles, so these bindings can never apply; bind roles "

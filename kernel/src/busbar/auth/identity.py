@@ -28,6 +28,9 @@ class Identity:
         labels: the key's labels (string -> string); empty for IdP callers.
         roles: roles the module asserted (IdP callers); empty for keys.
         kind: see :data:`IdentityKind`.
+        listed: names granted explicitly beyond ``allowed_pools`` (an IdP caller whose roles widen
+            ``allowed_pools`` to every pool keeps the names its other roles list, so an ad-hoc
+            provider listed there stays granted).
     """
 
     principal: str
@@ -37,11 +40,12 @@ class Identity:
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     roles: frozenset[str] = frozenset()
     kind: IdentityKind = "key"
+    listed: frozenset[str] = frozenset()
 
     def may_use(self, pool: str, adhoc: bool = False) -> bool:
         """Whether this caller may target ``pool`` (a pool or model name), or with ``adhoc`` the
         provider ``pool`` of an ad-hoc route ``/{provider}/{model}/...``: that needs an explicit
         grant (the provider listed in ``allowed_pools``; ``None`` means every pool, not every provider)."""
         if self.allowed_pools is None:
-            return not adhoc
+            return not adhoc or pool in self.listed
         return pool in self.allowed_pools

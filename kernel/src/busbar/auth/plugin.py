@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from busbar.auth.identity import Identity
-from busbar.auth.roles import data_grant
+from busbar.auth.roles import data_grant, listed_pools
 
 if TYPE_CHECKING:
     from busbar.config.schema_access import RoleBinding
@@ -75,7 +75,8 @@ class PluginModule:
             return REJECT
         roles = [r for r in ident.get("groups") or () if isinstance(r, str)]
         group, pools = data_grant(self.bindings, roles)
-        identity = Identity(ident["sub"], self.name, group, pools, {}, frozenset(roles), "plugin")
+        identity = Identity(ident["sub"], self.name, group, pools, {}, frozenset(roles), "plugin",
+                            listed_pools(self.bindings, roles))
         ttl = ident.get("ttl_secs")
         if type(ttl) is int and ttl > 0:
             if len(self._cache) >= _CACHE_MAX:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from busbar.config.schema_access import RoleBinding
 
-__all__ = ["DataGrant", "data_grant"]
+__all__ = ["DataGrant", "data_grant", "listed_pools"]
 
 DataGrant = tuple[str | None, frozenset[str] | None]
 """``(group, allowed_pools)``: the group to charge through (``None`` = none) and the pools
@@ -36,3 +36,14 @@ def data_grant(bindings: Mapping[str, RoleBinding], roles: Iterable[str]) -> Dat
         elif pools is not None:
             pools.update(b.allowed_pools)
     return group, None if pools is None else frozenset(pools)
+
+
+def listed_pools(bindings: Mapping[str, RoleBinding], roles: Iterable[str]) -> frozenset[str]:
+    """Every name some bound role of ``roles`` lists in ``allowed_pools`` (what an ad-hoc route's
+    provider needs even when another role widens the grant to every pool)."""
+    listed: set[str] = set()
+    for role in roles:
+        b = bindings.get(role)
+        if b is not None and b.allowed_pools is not None:
+            listed.update(b.allowed_pools)
+    return frozenset(listed)

@@ -151,10 +151,11 @@ def check_auth(ctx: Any) -> None:
             if b.group is not None and b.group not in cfg.groups:
                 ctx.err(f"{where}.group", f"'{b.group}' is not a configured group; add it under groups: "
                                           f"or fix the name")
-            for i, pool in enumerate(b.allowed_pools or []):
-                if pool not in cfg.pools:
-                    ctx.err(f"{where}.allowed_pools[{i}]", f"'{pool}' is not a configured pool; fix the "
-                                                           f"name (omit allowed_pools for all pools)")
+            for i, pool in enumerate(b.allowed_pools or []):     # a model or an ad-hoc provider counts too
+                if pool not in cfg.pools and pool not in cfg.models and pool not in cfg.providers:
+                    ctx.err(f"{where}.allowed_pools[{i}]", f"'{pool}' is not a configured pool, model or "
+                                                           f"provider; fix the name (omit allowed_pools for all "
+                                                           f"pools)")
 
 
 def check_store(ctx: Any) -> None:
