@@ -49,7 +49,9 @@ def test_an_adhoc_route_needs_the_provider_listed(gw, mock, grant):
 
 
 def test_an_adhoc_route_is_served_to_a_key_listing_the_provider(gw, mock):
-    token = gw.mint(allowed_pools=["up-anthropic"])["token"]
+    minted = gw.mint(allowed_pools=["up-anthropic", "m-openai"])
+    assert minted["warnings"] == []                  # a provider or a model is a grant, not a typo
+    token = minted["token"]
     r = httpx.post(gw.url + ADHOC, headers={"x-api-key": token}, json=ADHOC_BODY, timeout=10)
     assert r.status_code == 200, r.text
     assert r.json()["type"] == "message"

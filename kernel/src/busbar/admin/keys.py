@@ -214,9 +214,9 @@ class KeyService:
         return group, True
 
     def _pool_warnings(self, pools: list[str] | None) -> list[str]:
-        known = self._config().pools
+        cfg = self._config()            # a model or an ad-hoc route's provider is a grant too (docs/auth.md)
         return [f"allowed_pools: '{p}' is not a configured pool (the key cannot reach it until it is)"
-                for p in pools or [] if p not in known]
+                for p in pools or [] if p not in cfg.pools and p not in cfg.models and p not in cfg.providers]
 
     async def _issue_aws(self, key: VirtualKey, now: int, slot: int = 0) -> tuple[str, str]:
         akid, secret = new_aws_pair()
