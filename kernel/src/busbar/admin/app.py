@@ -5,7 +5,7 @@ authenticates each request before its body is read (401) and caps the body (413,
 route under the prefix then runs :func:`authorize`: the credential (``Authorization: Bearer`` or
 ``x-admin-token``) must authenticate (401 ``unauthorized``), the principal's scopes must cover the
 route's (403 ``forbidden``; ``busbar.admin.scopes``), and a mutation spends the principal's budget
-(429 ``rate_limited``).
+(429 ``rate_limited``; given back when it is refused as invalid; a revoke is exempt).
 An unknown route is a 401 for an unauthenticated caller and a 404 ``not_found`` otherwise; a body
 FastAPI cannot parse or validate is a 400 ``invalid_request`` naming the field; anything unexpected
 is a 500 ``internal`` whose message never carries the exception. A refused mutation by a known
@@ -76,11 +76,21 @@ async def authorize(request: Request) -> None:
         held = ", ".join(sorted(principal.scopes)) or "no admin scope"
         raise AdminError("forbidden", f"{request.method} {route or request.url.path} needs the '{needed}' admin "
                                       f"scope; this credential holds {held}")
-    if request.method not in ("GET", "HEAD"):
-        wait = ctx.limiter.spend(principal.name, class_of(route or ""))
+    klass = class_of(route or "")
+    if request.method not in ("GET", "HEAD") and klass is not None:
+        wait = ctx.limiter.spend(principal.name, klass)
         if wait is not None:
             raise AdminError("rate_limited", f"too many admin changes by '{principal.name}' this minute; retry "
                                              f"in {wait} s", {"Retry-After": str(wait)})
+        request.state.spent = (principal.name, klass)
+
+
+def _refund(request: Request) -> None:
+    """Give back the unit :func:`authorize` spent for a mutation refused as invalid."""
+    spent = getattr(request.state, "spent", None)
+    if spent is not None:
+        request.state.spent = None
+        admin_of(request).limiter.refund(*spent)
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -131,11 +141,14 @@ def create_admin_app(ctx: AdminContext | None) -> FastAPI:
 
     @app.exception_handler(AdminError)
     async def on_admin_error(request: Request, exc: AdminError) -> Response:
+        if exc.code == "invalid_request":
+            _refund(request)
         _audit_refusal(request, exc.code)
         return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, exc: RequestValidationError) -> Response:
+        _refund(request)
         _audit_refusal(request, "invalid_request")
         return JSONResponse(error_body("invalid_request", _validation_message(exc)), status_code=400)
 
