@@ -1,9 +1,11 @@
 """The admin ASGI app: FastAPI under ``/api/v1/admin``, its own ``/healthz``, one error shape.
 
-``create_admin_app(ctx) -> FastAPI``. Every route under the prefix runs :func:`authorize` first:
-the credential (``Authorization: Bearer`` or ``x-admin-token``) must authenticate (401
-``unauthorized``), the principal's scopes must cover the route's (403 ``forbidden``;
-``busbar.admin.scopes``), and a mutation spends the principal's budget (429 ``rate_limited``).
+``create_admin_app(ctx) -> FastAPI``. In front of everything, ``busbar.admin.guard.AdminGuard``
+authenticates each request before its body is read (401) and caps the body (413, 1 MiB). Every
+route under the prefix then runs :func:`authorize`: the credential (``Authorization: Bearer`` or
+``x-admin-token``) must authenticate (401 ``unauthorized``), the principal's scopes must cover the
+route's (403 ``forbidden``; ``busbar.admin.scopes``), and a mutation spends the principal's budget
+(429 ``rate_limited``; given back when it is refused as invalid; a revoke is exempt).
 An unknown route is a 401 for an unauthenticated caller and a 404 ``not_found`` otherwise; a body
 FastAPI cannot parse or validate is a 400 ``invalid_request`` naming the field; anything unexpected
 is a 500 ``internal`` whose message never carries the exception. A refused mutation by a known
@@ -28,8 +30,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from busbar.admin.context import AdminContext, admin_of
 from busbar.admin.errors import AdminError, error_body, error_response
+from busbar.admin.guard import UNAUTHORIZED, AdminGuard
 from busbar.admin.openapi import ADMIN_API_VERSION, install_openapi
-from busbar.admin.principal import credential_of
+from busbar.admin.principal import Principal, credential_of
 from busbar.admin.ratelimit import class_of
 from busbar.admin.scopes import PREFIX, covers, required_scope
 
@@ -52,13 +55,20 @@ def _route_path(request: Request) -> str | None:
     return path if path.startswith(PREFIX) else PREFIX + path
 
 
+async def _principal(request: Request) -> Principal | None:
+    """The principal :class:`AdminGuard` authenticated, else the one the credential proves (or ``None``)."""
+    known = getattr(request.state, "principal", None)
+    if isinstance(known, Principal):
+        return known
+    return await admin_of(request).auth.authenticate(credential_of(request.headers))
+
+
 async def authorize(request: Request) -> None:
     """Authenticate, check the route's scope, spend the mutation budget (see the module docstring)."""
     ctx = admin_of(request)
-    principal = await ctx.auth.authenticate(credential_of(request.headers))
+    principal = await _principal(request)
     if principal is None:
-        raise AdminError("unauthorized", "a valid admin credential is required (Authorization: Bearer <token> "
-                                         "or x-admin-token)", {"WWW-Authenticate": "Bearer"})
+        raise AdminError("unauthorized", UNAUTHORIZED, {"WWW-Authenticate": "Bearer"})
     request.state.principal = principal
     route = _route_path(request)
     needed = required_scope(request.method, route)
@@ -66,11 +76,21 @@ async def authorize(request: Request) -> None:
         held = ", ".join(sorted(principal.scopes)) or "no admin scope"
         raise AdminError("forbidden", f"{request.method} {route or request.url.path} needs the '{needed}' admin "
                                       f"scope; this credential holds {held}")
-    if request.method not in ("GET", "HEAD"):
-        wait = ctx.limiter.spend(principal.name, class_of(route or ""))
+    klass = class_of(route or "")
+    if request.method not in ("GET", "HEAD") and klass is not None:
+        wait = ctx.limiter.spend(principal.name, klass)
         if wait is not None:
             raise AdminError("rate_limited", f"too many admin changes by '{principal.name}' this minute; retry "
                                              f"in {wait} s", {"Retry-After": str(wait)})
+        request.state.spent = (principal.name, klass)
+
+
+def _refund(request: Request) -> None:
+    """Give back the unit :func:`authorize` spent for a mutation refused as invalid."""
+    spent = getattr(request.state, "spent", None)
+    if spent is not None:
+        request.state.spent = None
+        admin_of(request).limiter.refund(*spent)
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -121,20 +141,21 @@ def create_admin_app(ctx: AdminContext | None) -> FastAPI:
 
     @app.exception_handler(AdminError)
     async def on_admin_error(request: Request, exc: AdminError) -> Response:
+        if exc.code == "invalid_request":
+            _refund(request)
         _audit_refusal(request, exc.code)
         return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, exc: RequestValidationError) -> Response:
+        _refund(request)
         _audit_refusal(request, "invalid_request")
         return JSONResponse(error_body("invalid_request", _validation_message(exc)), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
-        if await admin_of(request).auth.authenticate(credential_of(request.headers)) is None:
-            return error_response(AdminError("unauthorized", "a valid admin credential is required "
-                                             "(Authorization: Bearer <token> or x-admin-token)",
-                                             {"WWW-Authenticate": "Bearer"}))
+        if await _principal(request) is None:
+            return error_response(AdminError("unauthorized", UNAUTHORIZED, {"WWW-Authenticate": "Bearer"}))
         if exc.status_code == 405:
             return error_response(AdminError("method_not_allowed", f"{request.method} is not allowed on "
                                                                    f"{request.url.path}"))
@@ -166,4 +187,5 @@ def create_admin_app(ctx: AdminContext | None) -> FastAPI:
             continue
         app.include_router(module.router, prefix=PREFIX, dependencies=deps)
     install_openapi(app)
+    app.add_middleware(AdminGuard)
     return app

@@ -3,7 +3,8 @@
 Codes (frozen, docs/admin.md#errors): ``not_found`` 404, ``unauthorized`` 401, ``method_not_allowed``
 405, ``forbidden`` 403, ``invalid_request`` 400 (422 never leaves the app: a body FastAPI cannot parse
 is a 400), ``version_conflict`` 409 (retryable: re-read and retry with the new ETag), ``conflict`` 409
-(terminal), ``rate_limited`` 429 (with ``Retry-After``), ``internal`` 500 (the message never carries
+(terminal), ``payload_too_large`` 413 (a body over ``busbar.admin.guard.MAX_BODY_BYTES``),
+``rate_limited`` 429 (with ``Retry-After``), ``internal`` 500 (the message never carries
 an exception text, a path or an address).
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ __all__ = ["CODES", "AdminError", "error_body", "error_response"]
 #: code -> HTTP status.
 CODES: dict[str, int] = {
     "invalid_request": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404,
-    "method_not_allowed": 405, "version_conflict": 409, "conflict": 409, "rate_limited": 429,
+    "method_not_allowed": 405, "version_conflict": 409, "conflict": 409, "payload_too_large": 413, "rate_limited": 429,
     "internal": 500,
 }
 

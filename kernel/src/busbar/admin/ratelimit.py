@@ -5,6 +5,11 @@ before the handler runs: ``config`` (``/config/...``: validation and apply are c
 ``crud`` (everything else) 60 a minute. Past the budget the answer is ``429 rate_limited`` with
 ``Retry-After`` = the whole seconds left in the window.
 
+Only changes count: a mutation refused as invalid (``400 invalid_request``: a body FastAPI cannot
+parse or validate, or a handler's own validation) gets its unit back (:meth:`MutationLimiter.refund`),
+so a burst of bad requests cannot lock a principal out. A key revoke (:data:`EXEMPT`) is never
+budgeted: an emergency revoke must always go through.
+
 Source: docs/admin.md#rate-limits.
 """
 from __future__ import annotations
@@ -13,15 +18,20 @@ import math
 import time
 from collections.abc import Callable
 
-__all__ = ["BUDGETS", "MutationLimiter", "class_of"]
+__all__ = ["BUDGETS", "EXEMPT", "MutationLimiter", "class_of"]
 
 #: class -> mutations per principal per minute.
 BUDGETS: dict[str, int] = {"config": 10, "crud": 60}
 WINDOW_S = 60
+#: Route templates no budget applies to.
+EXEMPT = frozenset({"/api/v1/admin/keys/{key_id}/revoke"})
 
 
-def class_of(route: str) -> str:
-    """The budget class of a route template (``config`` under ``/config``, else ``crud``)."""
+def class_of(route: str) -> str | None:
+    """The budget class of a route template (``config`` under ``/config``, else ``crud``), or
+    ``None`` for an :data:`EXEMPT` route."""
+    if route in EXEMPT:
+        return None
     return "config" if "/api/v1/admin/config" in route else "crud"
 
 
@@ -52,3 +62,10 @@ class MutationLimiter:
         if len(self._windows) > 10_000:               # stale windows of idle principals
             self._windows = {k: v for k, v in self._windows.items() if v[0] == window}
         return None
+
+    def refund(self, principal: str, klass: str) -> None:
+        """Give back one unit spent in the current window (a mutation refused as invalid)."""
+        key = (principal, klass)
+        entry = self._windows.get(key)
+        if entry is not None and entry[0] == int(self._clock() // WINDOW_S) and entry[1] > 0:
+            self._windows[key] = (entry[0], entry[1] - 1)

@@ -15,7 +15,10 @@
 5. the FastAPI app (``busbar.admin.app``) served by uvicorn on ``admin_listen`` from a socket bound
    here, so a taken port is a clear :class:`AdminStartError` (the process exits 1); with
    ``admin_tls`` over TLS (``busbar.server.tls``; ``client_ca`` = client certificates required),
-   each handshake capped by ``limits.tls_handshake_timeout_secs``. Under
+   each handshake capped by ``limits.tls_handshake_timeout_secs``, with the data listener's
+   connection limits (``busbar.server.listener.protocol_class``: a 64 KiB request head, 431 past
+   it; ``limits.header_read_timeout_secs`` for a head, 408 past it; ``limits.keep_alive_timeout_secs``
+   idle between requests) and the admin app's own body cap (``busbar.admin.guard``). Under
    ``--workers N`` only worker 0 serves it (and writes the boot records); every worker keeps the
    audit log and the runtime groups.
 
@@ -48,7 +51,7 @@ from busbar.admin.principal import AdminAuth, IdpEntry
 from busbar.admin.provision import RuntimeGroups
 from busbar.config.schema_base import BUILTIN_ADMIN_MODULE
 from busbar.config.validate_auth import split_hostport
-from busbar.server.listener import ListenerServer
+from busbar.server.listener import ListenerServer, protocol_class
 from busbar.server.workers import worker_index
 
 if TYPE_CHECKING:
@@ -233,8 +236,11 @@ async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     host, port = parsed
     tls = _tls_context(loaded, gw)
     sock = _bind(host, port)
+    limits = cfg.limits
     config = uvicorn.Config(create_admin_app(ctx), lifespan="off", access_log=False,
-                            log_level=logging.getLogger().getEffectiveLevel())
+                            log_level=logging.getLogger().getEffectiveLevel(),
+                            http=protocol_class(limits.header_read_timeout_secs),
+                            timeout_keep_alive=limits.keep_alive_timeout_secs)
     server = _Server(config, tls, cfg.limits.tls_handshake_timeout_secs, drain_s=ADMIN_DRAIN_S)
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():

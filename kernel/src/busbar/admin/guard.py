@@ -1,0 +1,110 @@
+"""The admin app's front: authenticate before any body is read, then cap the body.
+
+``AdminGuard(app, max_body_bytes=MAX_BODY_BYTES)`` is pure ASGI middleware around the admin FastAPI
+app (``busbar.admin.app``). For every HTTP request except ``GET /healthz``:
+
+1. the credential (``busbar.admin.principal.credential_of``) must authenticate, else ``401
+   unauthorized`` before one byte of the body is read (the reply carries ``connection: close`` when a
+   body was announced, so the rest of it is never read either); the principal is kept in
+   ``scope["state"]["principal"]`` for ``busbar.admin.app.authorize``;
+2. the body may hold at most ``max_body_bytes`` (:data:`MAX_BODY_BYTES`, 1 MiB): a larger
+   ``Content-Length`` is refused before reading, a chunked body as soon as it passes the cap, with
+   ``413 payload_too_large`` in the admin error shape and ``connection: close``. A body within the
+   cap is read whole and handed to the app.
+
+Source: docs/admin.md#listener.
+"""
+from __future__ import annotations
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from busbar.admin.errors import AdminError, error_response
+from busbar.admin.principal import credential_of
+
+__all__ = ["MAX_BODY_BYTES", "UNAUTHORIZED", "AdminGuard"]
+
+MAX_BODY_BYTES = 1024 * 1024
+"""Largest admin request body, bytes (1 MiB): ``413 payload_too_large`` past it."""
+UNAUTHORIZED = "a valid admin credential is required (Authorization: Bearer <token> or x-admin-token)"
+
+
+def _announces_body(headers: Headers) -> bool:
+    return "transfer-encoding" in headers or headers.get("content-length", "0").strip() not in ("", "0")
+
+
+class AdminGuard:
+    """Authenticate, then cap the body (see the module docstring).
+
+    Args:
+        app: the admin app (its ``state.admin`` is the :class:`~busbar.admin.context.AdminContext`,
+            or ``None`` for the routes-only app, which is passed through).
+        max_body_bytes: the body cap in bytes.
+    """
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        ctx = scope["app"].state.admin if "app" in scope else None
+        if scope["type"] != "http" or ctx is None or scope["path"] == "/healthz":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        body_announced = _announces_body(headers)
+        principal = await ctx.auth.authenticate(credential_of(headers))
+        if principal is None:
+            await self._refuse(scope, receive, send, AdminError(
+                "unauthorized", UNAUTHORIZED, {"WWW-Authenticate": "Bearer"}), close=body_announced)
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        if not body_announced:
+            await self.app(scope, receive, send)
+            return
+        declared = headers.get("content-length", "").strip()
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            await self._too_large(scope, receive, send, principal.name)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                await self._too_large(scope, receive, send, principal.name)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, principal: str) -> None:
+        ctx = scope["app"].state.admin
+        path = scope["path"]
+        try:
+            ctx.audit.note(f"{scope['method']} {path}", path, "payload_too_large", principal)
+        except RuntimeError:      # no running loop: nothing to record into
+            pass
+        mib = self.max_body_bytes / (1024 * 1024)
+        await self._refuse(scope, receive, send, AdminError(
+            "payload_too_large", f"the request body exceeds the admin API's {self.max_body_bytes}-byte "
+                                 f"({mib:g} MiB) limit; send a smaller body"), close=True)
+
+    @staticmethod
+    async def _refuse(scope: Scope, receive: Receive, send: Send, exc: AdminError, *, close: bool) -> None:
+        response = error_response(exc)
+        if close:
+            response.headers["connection"] = "close"
+        await response(scope, receive, send)
