@@ -330,6 +330,6 @@ def test_a_live_config_apply_keeps_the_counters_and_reprices_spend() -> None:
     from types import SimpleNamespace
 
     from busbar.ir.model import Usage
-    record = SimpleNamespace(status=200, first_byte=1.0, lane="big", usage=Usage(input_tokens=10))
+    record = SimpleNamespace(status=200, first_byte=1.0, stream=False, lane="big", usage=Usage(input_tokens=10))
     old.limiter.settle(old, open_, record)                 # admitted on the old config
     assert (lim.reservations, lim.inflight["g"], lim.spent_micros(win)) == (0, 0, 420)   # settled here

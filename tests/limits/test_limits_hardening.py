@@ -9,8 +9,10 @@ import signal
 
 import httpx
 import openai
+import orjson
 import pytest
 from busbar.limits.estimate import choices, worst_case
+from busbar.proto.openai.usage_ask import UsageStripper
 
 from tests.limits.test_limits_e2e import BASE, PROMPT, _metric, _oa, _openai_body
 from tests.limits.test_limits_stores import Gw
@@ -57,6 +59,81 @@ def test_a_request_for_many_choices_reserves_each_of_them(gateway_factory, mock)
     assert ok.usage is not None and ok.usage.completion_tokens == 200
     assert len(mock.requests()) == 1
     assert _metric(gw, "busbar_limit_spend_micros_total", pool="p", model="gpt") == 1500.0
+
+
+# -- same-protocol OpenAI streams are charged their usage ---------------------------------------
+HEAD = {"id": "chatcmpl-7", "object": "chat.completion.chunk", "created": 1, "model": "gpt"}
+CHUNKS = [{**HEAD, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}, "finish_reason": None}]},
+          {**HEAD, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+USAGE = {"prompt_tokens": 900, "completion_tokens": 200, "total_tokens": 1100}
+
+
+def _sse(items: list) -> bytes:  # noqa: ANN401 - dicts or the [DONE] marker
+    return b"".join(b"data: " + (orjson.dumps(x) if isinstance(x, dict) else x.encode()) + b"\n\n" for x in items)
+
+
+def _stream(gw, **extra) -> bytes:  # noqa: ANN001, ANN003
+    body = {"model": "p", "stream": True, "max_tokens": 1000, "messages": [{"role": "user", "content": "hi"}], **extra}
+    with httpx.Client(timeout=10) as c, c.stream("POST", gw.url + "/v1/chat/completions", json=body) as r:
+        assert r.status_code == 200
+        return r.read()
+
+
+def test_the_stripper_takes_out_only_what_the_gateway_asked_for() -> None:
+    with_usage = [{**c, "usage": None} for c in CHUNKS] + [{**HEAD, "choices": [], "usage": USAGE}, "[DONE]"]
+    wire = _sse(with_usage)
+    for cut in (1, 7, 40, len(wire) - 3):                   # any chunking of the upstream bytes
+        s = UsageStripper()
+        assert s.feed(wire[:cut]) + s.feed(wire[cut:]) + s.close() == _sse([*CHUNKS, "[DONE]"])
+    s = UsageStripper()                                     # usage on a content chunk: the field goes
+    assert s.feed(_sse([{**CHUNKS[1], "usage": USAGE}])) == _sse([CHUNKS[1]])
+    assert s.feed(b"data: {\"x\": 1}\n\ndata: [DON") == b"data: {\"x\": 1}\n\n"
+    assert s.close() == b"data: [DON"
+
+
+def test_an_openai_stream_that_did_not_ask_usage_is_charged_and_sees_none(gateway_factory, mock) -> None:
+    gw = gateway_factory(BASE + "groups:\n  g: { limits: [ { tokens: 100000, per: day } ] }\n", mock.url, "g")
+    frames = [{**c, "usage": None} for c in CHUNKS] + [{**HEAD, "choices": [], "usage": USAGE}, "[DONE]"]
+    mock.script([{"match": {"protocol": "openai"}, "times": 2, "response": {"sse": frames}}])
+    assert _stream(gw) == _sse([*CHUNKS, "[DONE]"])        # the stream the client asked for
+    sent = mock.requests()[0]["body"]
+    assert sent["stream_options"] == {"include_usage": True}
+    assert _metric(gw, "busbar_limit_spend_micros_total", pool="p", model="gpt") == 1500.0   # 900 + 200 × 3
+    asked = _stream(gw, stream_options={"include_usage": True})
+    assert asked == _sse(frames)                           # asked: relayed byte for byte
+    assert _metric(gw, "busbar_limit_spend_micros_total", pool="p", model="gpt") == 3000.0
+
+
+def test_the_official_client_streams_without_usage_and_is_charged(gateway_factory, mock) -> None:
+    gw = gateway_factory(BASE + "groups:\n  g: { limits: [ { budget: 100000, per: day } ] }\n", mock.url, "g")
+    client = _oa(gw)
+    chunks = list(client.chat.completions.create(model="p", stream=True, messages=[{"role": "user", "content": "hi"}]))
+    assert chunks and all(c.usage is None and c.choices for c in chunks)
+    assert mock.requests()[0]["body"]["stream_options"] == {"include_usage": True}
+    out = _metric(gw, "busbar_limit_tokens_total", pool="p", model="gpt", tier="output")
+    asked = list(client.chat.completions.create(model="p", stream=True, stream_options={"include_usage": True},
+                                                messages=[{"role": "user", "content": "hi"}]))
+    assert asked[-1].choices == [] and asked[-1].usage is not None and asked[-1].usage.completion_tokens > 0
+    assert out == float(asked[-1].usage.completion_tokens)     # the same reply, the same charge
+    assert _metric(gw, "busbar_limit_tokens_total", pool="p", model="gpt", tier="output") == 2 * out
+
+
+def test_a_stream_that_never_reports_usage_is_charged_its_worst_case(gateway_factory, mock) -> None:
+    gw = gateway_factory(BASE + "groups:\n  g: { limits: [ { tokens: 4000, per: day } ] }\n", mock.url, "g")
+    mock.script([{"match": {"protocol": "openai"}, "response": {"sse": [*CHUNKS, "[DONE]"]}}])   # ignores the ask
+    raw = orjson.dumps({"model": "p", "stream": True, "max_tokens": 1000,
+                        "messages": [{"role": "user", "content": PROMPT}]})
+    inp = -(-len(raw) // 4)                                   # the documented count: bytes / 4, rounded up
+    with httpx.Client(timeout=10) as c:
+        r = c.post(gw.url + "/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 200 and r.content == _sse([*CHUNKS, "[DONE]"])
+        assert _metric(gw, "busbar_limit_tokens_total", pool="p", model="gpt", tier="input") == float(inp)
+        assert _metric(gw, "busbar_limit_tokens_total", pool="p", model="gpt", tier="output") == 1000.0
+        again = c.post(gw.url + "/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    assert again.status_code == 429                            # 2 × (inp + 1 000) > 4 000
+    assert again.json()["error"]["message"] == "group 'g': tokens per day exceeded (limit 4000)"
+    assert len(mock.requests()) == 1
+    assert "ended without reporting usage; charged its worst case" in gw.logs()
 
 
 # -- config reloads (end to end, minted keys, auto-provisioned groups) -----------------------------

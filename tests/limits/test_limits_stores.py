@@ -128,8 +128,8 @@ def _reports(gw: Gw, id27: str) -> None:
     assert (day["by_key"][0]["key_id"], day["by_key"][0]["spend_micros"]) == (id27, 3000)
     assert len(day["by_key"]) == 2 and day["others"] is None
     assert gw.admin.get("/usage", params={"day": "2026-13-01"}).status_code == 400
-    # `busbar admin usage` prints the same report
-    out = subprocess.run([str(BIN / "busbar"), "admin", "usage"], capture_output=True, text=True, timeout=60,
+    # `busbar admin --json usage` prints the same report
+    out = subprocess.run([str(BIN / "busbar"), "admin", "--json", "usage"], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "BUSBAR_ADMIN_URL": str(gw.admin.base_url).removesuffix("/api/v1/admin/"),
                               "BUSBAR_ADMIN_TOKEN": ADMIN_TOKEN})
     assert out.returncode == 0, out.stderr

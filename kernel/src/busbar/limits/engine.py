@@ -48,10 +48,13 @@ MAX_DOWNGRADES = 8
 @dataclass(frozen=True, slots=True)
 class Worst:
     """A request's worst case: ``tokens`` (input counted from the body + max output) and ``cost``
-    (pico-units at the dearest rate of the pool, fee excluded)."""
+    (pico-units at the dearest rate of the pool, fee excluded); ``input`` and ``output`` split
+    ``tokens`` (what a stream that never reports usage is charged)."""
 
     tokens: int = 0
     cost: int = 0
+    input: int = 0
+    output: int = 0
 
 
 class Window:

@@ -83,12 +83,12 @@ def worst_case(body: Mapping[str, Any], raw_len: int, prices: tuple[tuple[int, i
     inp = -(-raw_len // BYTES_PER_TOKEN)
     cap = output_cap(body)
     many = choices(body)
-    tokens = cost = 0
+    tokens = cost = output = 0
     for in_rate, out_rate, default_out in prices:
         out = (cap if cap is not None else default_out) * many
         c = inp * in_rate + out * out_rate
         if inp + out > tokens:
-            tokens = inp + out
+            tokens, output = inp + out, out
         if c > cost:
             cost = c
-    return Worst(tokens, cost)
+    return Worst(tokens, cost, inp if prices else 0, output)

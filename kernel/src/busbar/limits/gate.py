@@ -250,13 +250,21 @@ class Limits:
 
     def settle(self, gw: Gateway, ticket: Ticket, record: RequestRecord) -> None:
         """Settle ``ticket`` from the finished ``record``: a 2xx reply is billable and its tokens
-        (``record.usage``: a stream's as far as it got) are charged to the lane that served;
-        anything else (or a client that left before the reply) is refunded."""
+        (``record.usage``: a stream's as far as it got) are charged to the lane that served; a 2xx
+        stream that reported no usage at all (cut before its usage chunk, or an upstream that never
+        sends one) is charged the ticket's worst case instead of nothing; anything else (or a client
+        that left before the reply) is refunded."""
         ok = 200 <= record.status < 300 and record.first_byte is not None
         model = record.lane
         tiers = None
         if ok and model is not None:
             tiers = tiers_of(record.usage)
+            worst = ticket.worst
+            if record.stream and tiers.is_zero() and (worst.input or worst.output):
+                log.warning("group '%s': a stream on lane %s ended without reporting usage; charged its "
+                            "worst case (%d input + %d output tokens)", ticket.group, model, worst.input,
+                            worst.output)
+                tiers = TierTokens(worst.input, worst.output, 0, 0)
             self.metrics.used(ticket.pool or "", gw, model, tiers, self.card)
         self.limiter.settle(ticket, ok, model, tiers)
 

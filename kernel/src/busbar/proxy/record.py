@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from busbar.ir.model import Usage
+from busbar.proto.usage_readers import read_usage
 
 if TYPE_CHECKING:
     from busbar.proto.base import Dialect
@@ -154,7 +155,7 @@ class RequestRecord:
             dialect, doc = self._usage_src
             self._usage_src = None
             try:
-                self._usage = dialect.read_response(doc).usage
+                self._usage = read_usage(dialect, doc)      # the usage object only
             except Exception:
                 log.debug("could not read usage from a %s reply", dialect.name, exc_info=True)
                 self._usage = Usage()

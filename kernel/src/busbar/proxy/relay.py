@@ -29,6 +29,7 @@ import orjson
 from busbar.ir.model import IrRequest, MessageDelta, MessageStart, StreamError, StreamEvent, Usage
 from busbar.ir.ops import OpUsage
 from busbar.proto.base import ErrorKind
+from busbar.proto.openai.usage_ask import UsageStripper
 from busbar.proxy import shutdown
 from busbar.proxy.upstream import UpstreamError, UpstreamResponse
 
@@ -147,6 +148,7 @@ async def _frames(call: Call, success: AttemptSuccess, encoder: StreamEncoder, s
     events: list[StreamEvent] = success.events
     ended = False
     boundary = True      # same protocol: the relayed bytes end between two events (keep-alive safe)
+    stripper = UsageStripper() if same and call.strip_usage else None
     loop = asyncio.get_running_loop()
     heard = loop.time()  # when the upstream last sent a byte
     pending = 0          # bytes received since the last decoded event
@@ -154,10 +156,15 @@ async def _frames(call: Call, success: AttemptSuccess, encoder: StreamEncoder, s
         while True:
             # same protocol: bytes the decoder refused are never relayed (their error frame is ours)
             if same and not any(isinstance(ev, StreamError) and not ev.upstream_frame for ev in events):
-                for chunk in raw:
-                    yield chunk
-                if raw:
-                    boundary = raw[-1].endswith((b"\n\n", b"\r\n\r\n", b"\r\r"))
+                if stripper is not None:     # the usage asked for the gateway only (held to event ends)
+                    out = b"".join(stripper.feed(chunk) for chunk in raw) + (stripper.close() if ended else b"")
+                    if out:
+                        yield out
+                else:
+                    for chunk in raw:
+                        yield chunk
+                    if raw:
+                        boundary = raw[-1].endswith((b"\n\n", b"\r\n\r\n", b"\r\r"))
             failed = False
             for ev in events:
                 _tap_usage(ev, usage)

@@ -4,7 +4,9 @@
 pays for it). ``build_body(call, lane, member_reasoning, limits) -> (bytes, dropped)``:
 
 - Same protocol: the client's bytes, unchanged when the client named the lane's wire model (or the
-  protocol carries the model in the URL), else with ``model`` rewritten. After a hook's rewrite
+  protocol carries the model in the URL), else with ``model`` rewritten. An OpenAI stream that does
+  not ask ``stream_options.include_usage`` gets it asked (so limits can charge it) and
+  ``call.strip_usage`` set: the relay strips the added usage (``busbar.proto.openai.usage_ask``). After a hook's rewrite
   (``Call.install_ir``) the IR is serialized by the same dialect instead (its ``extra`` kept).
 - Cross protocol, on a per-attempt copy of the IR (the shared IR is never mutated):
   ``max_tokens`` injected when the target requires it (lane ``default_max_tokens``, else
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from busbar.ir.model import IrRequest, ReasoningAsk
+from busbar.proto.openai.usage_ask import asked_usage, asking_usage
 
 if TYPE_CHECKING:
     from busbar.config.schema import LimitsConfig
@@ -47,7 +50,7 @@ class Call:
     needs its stream re-framed even on a same-protocol hop (Gemini JSON-array framing)."""
 
     __slots__ = ("ingress", "body", "raw", "stream", "headers", "called", "_ir", "client_model",
-                 "shims", "reencode", "hooks", "rewritten", "strict", "record", "op")
+                 "shims", "reencode", "hooks", "rewritten", "strict", "record", "op", "strip_usage")
 
     def __init__(self, ingress: Dialect, body: dict[str, Any], raw: bytes, stream: bool, headers: Mapping[str, str],
                  called: str, shims: dict[str, bool] | None = None):
@@ -66,6 +69,7 @@ class Call:
         self.strict = False          # the pool refuses lossy translation (translation: strict)
         self.record: RequestRecord | None = None   # the data plane's bookkeeping (busbar.proxy.record)
         self.op: Operation | None = None    # a non-chat operation (busbar.proxy.operation); None = chat
+        self.strip_usage = False     # usage was asked for the gateway, not the client: strip it from the relay
 
     @property
     def ir(self) -> IrRequest:
@@ -101,11 +105,14 @@ def build_body(call: Call, lane: Lane, member_reasoning: bool, limits: LimitsCon
         return call.op.body(call, lane)
     egress = lane.provider.dialect
     if egress is call.ingress:
+        ask = call.stream and egress.name == "openai"     # every OpenAI stream is charged its usage
         if call.rewritten:          # same dialect, rewritten body: the client's fields, new messages
+            call.strip_usage = ask and not call.ir.include_usage    # the writer always asks usage
             return orjson.dumps(egress.write_request(copy.copy(call.ir), lane.upstream_model)), []
-        if call.client_model == lane.upstream_model or egress.name in MODEL_IN_URL:
+        call.strip_usage = ask = ask and not asked_usage(call.body)
+        if not ask and (call.client_model == lane.upstream_model or egress.name in MODEL_IN_URL):
             return call.raw, []
-        body = dict(call.body)
+        body = asking_usage(call.body) if ask else dict(call.body)
         body["model"] = lane.upstream_model
         return orjson.dumps(body), []
     ir = copy.copy(call.ir)
