@@ -101,7 +101,8 @@ def test_distinct_adhoc_names_keep_metrics_and_lane_cache_bounded(gw, mock):
     after = httpx.get(gw.url + "/metrics").text
     assert _series(after) == _series(before)     # not one new series: labels never carry the names
     assert "name-" not in after and "sick-lane" not in after and "early-lane" not in after
-    assert len(after) <= len(before) + 64        # only counter digits grew
+    samples = sum(1 for line in after.splitlines() if line and not line.startswith("#"))
+    assert len(after) - len(before) <= 8 * samples     # only sample values grew (a few digits each)
     assert _sample(after, 'busbar_upstream_attempts_total{lane="up-anthropic/*",pool=""}') == 1 + 1 + N_NAMES
     assert _sample(after, "busbar_adhoc_lanes") == ADHOC_LANE_CACHE_SIZE
     mock.clear()
