@@ -26,7 +26,6 @@ import asyncio
 import json
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -38,7 +37,9 @@ import httpx
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_hooks import _pct, post_asgi
 from busbar import __version__
 from busbar.auth.boot import start_front_door
 from busbar.auth.tokens import mint, verify
@@ -71,39 +72,8 @@ def _upstream(request: httpx.Request) -> httpx.Response:
 
 
 async def _request(app: Any, token: str | None) -> int:
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]
-    if token is not None:
-        headers.append((b"authorization", b"Bearer " + token.encode()))
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"",
-             "headers": headers}
-    sent = False
-    out: dict[str, Any] = {}
-    done = asyncio.Event()
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": BODY, "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(msg: dict[str, Any]) -> None:
-        if msg["type"] == "http.response.start":
-            out["status"] = msg["status"]
-        elif msg["type"] == "http.response.body" and not msg.get("more_body"):
-            done.set()
-    await app(scope, receive, send)
-    done.set()
-    return int(out["status"])
-
-
-def _pct(samples: list[int]) -> dict[str, float]:
-    s = sorted(samples)
-
-    def pick(q: float) -> float:
-        return s[min(len(s) - 1, int(q * len(s)))] / 1000.0
-    return {"p50_us": pick(0.5), "p90_us": pick(0.9), "p99_us": pick(0.99), "mean_us": statistics.fmean(s) / 1000.0}
+    headers = [(b"authorization", b"Bearer " + token.encode())] if token is not None else []
+    return (await post_asgi(app, BODY, headers))[0]
 
 
 async def _measure(tmp: Path, samples: int, rounds: int) -> dict[str, list[int]]:

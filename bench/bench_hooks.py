@@ -159,36 +159,43 @@ def _upstream(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, stream=httpx.ByteStream(REPLY), headers={"content-type": "application/json"})
 
 
+async def post_asgi(app: Any, body: bytes, headers: list[tuple[bytes, bytes]] | None = None,
+                    path: str = "/v1/chat/completions") -> tuple[int, dict[bytes, bytes]]:
+    """POST ``body`` (JSON) to the ASGI ``app`` as one request; returns the status and response headers.
+    Shared by the in-process benches (``bench_auth``, ``bench_limits``, ``bench_router``)."""
+    scope = {"type": "http", "method": "POST", "path": path, "query_string": b"",
+             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                         *(headers or [])]}
+    sent = False
+    out: dict[str, Any] = {}
+    done = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(msg: dict[str, Any]) -> None:
+        if msg["type"] == "http.response.start":
+            out["status"], out["headers"] = msg["status"], dict(msg["headers"])
+        elif msg["type"] == "http.response.body" and not msg.get("more_body"):
+            done.set()
+    await app(scope, receive, send)
+    done.set()
+    return out["status"], out["headers"]
+
+
 class _Driver:
-    """Calls the ASGI app for one request and returns its status and headers."""
+    """Calls the ASGI app for one request naming ``pool`` and returns its status and headers."""
 
     def __init__(self, app: Any):
         self.app = app
 
     async def request(self, pool: str) -> tuple[int, dict[bytes, bytes]]:
-        body = BODY[:-1] + b',"model":"' + pool.encode() + b'"}'
-        scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"",
-                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
-        sent = False
-        out: dict[str, Any] = {}
-        done = asyncio.Event()
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(msg: dict[str, Any]) -> None:
-            if msg["type"] == "http.response.start":
-                out["status"], out["headers"] = msg["status"], dict(msg["headers"])
-            elif msg["type"] == "http.response.body" and not msg.get("more_body"):
-                done.set()
-        await self.app(scope, receive, send)
-        done.set()
-        return out["status"], out["headers"]
+        return await post_asgi(self.app, BODY[:-1] + b',"model":"' + pool.encode() + b'"}')
 
 
 def _pct(samples: list[int]) -> dict[str, float]:
