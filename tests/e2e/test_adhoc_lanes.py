@@ -99,7 +99,9 @@ def test_distinct_adhoc_names_keep_metrics_and_lane_cache_bounded(gw, mock):
     statuses = asyncio.run(_post_all(gw.port, paths))
     assert statuses == [200] * N_NAMES
     after = httpx.get(gw.url + "/metrics").text
-    assert _series(after) == _series(before)     # not one new series: labels never carry the names
+    new = set(_series(after)) - set(_series(before))
+    # labels never carry the names: at most the few series a first flush or failure adds, never one per name
+    assert len(new) <= 4 and not any("name-" in series for series in new), sorted(new)
     assert "name-" not in after and "sick-lane" not in after and "early-lane" not in after
     samples = sum(1 for line in after.splitlines() if line and not line.startswith("#"))
     assert len(after) - len(before) <= 8 * samples     # only sample values grew (a few digits each)

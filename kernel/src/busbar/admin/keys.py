@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -33,7 +34,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from busbar_sdk.store import CredentialMeta, CredentialSecret, Store, StoreNotFound, VirtualKey
+from busbar_sdk.store import CredentialMeta, CredentialSecret, Store, StoreError, StoreNotFound, VirtualKey
 
 from busbar.admin.audit import AuditLog
 from busbar.admin.durations import parse_duration
@@ -50,6 +51,8 @@ __all__ = ["DEFAULT_LIFETIME_S", "KeyService", "etag_of", "new_aws_pair"]
 DEFAULT_LIFETIME_S = 90 * 86400
 Issue = Callable[[str, int, int], Awaitable[str]]
 _AKID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+log = logging.getLogger("busbar.admin")
 
 
 def etag_of(key: VirtualKey) -> str:
@@ -87,10 +90,15 @@ class KeyService:
         config: returns the running config (read on every call, so a reload applies).
         issue: the token codec, ``await issue(sub, exp, generation) -> "bbk_..."``.
         clock: Unix seconds.
+        refresh: ``await refresh()`` pulls the store's changes into this node's key mirror
+            (``KeySync.sync``) after a revoke, rotate or delete, so the node that made the change
+            refuses the old credential at once instead of at its next sync; ``None``: nothing.
     """
 
     def __init__(self, store: Store, audit: AuditLog, runtime_groups: RuntimeGroups,
-                 config: Callable[[], DeploymentConfig], issue: Issue, clock: Callable[[], float] = time.time):
+                 config: Callable[[], DeploymentConfig], issue: Issue, clock: Callable[[], float] = time.time,
+                 refresh: Callable[[], Awaitable[None]] | None = None):
+        self._refresh = refresh
         self.store = store
         self.audit = audit
         self.runtime = runtime_groups
@@ -297,6 +305,7 @@ class KeyService:
                 if cred.revoked_at is None:
                     await self.store.revoke_credential(cred.id, reason, now)
             await self.audit.append("key.revoke", f"key/{key.id}", "ok", principal)
+        await self._refreshed()
         return key
 
     async def rotate(self, key_id: str, req: RotateRequest, if_match: str | None, principal: str) -> dict[str, Any]:
@@ -322,6 +331,7 @@ class KeyService:
                 aws = await self._issue_aws(key, now, slot=1 - live[0].slot)
             token = await self._issue(key.id, exp, key.generation)
             await self.audit.append("key.rotate", f"key/{key.id}", "ok", principal)
+        await self._refreshed()
         return self._reply(await self.view(key), token, aws, [])
 
     async def delete(self, key_id: str, if_match: str | None, principal: str) -> VirtualKey:
@@ -336,7 +346,17 @@ class KeyService:
                 raise AdminError("not_found", f"no key '{key_id}'") from None
             await self.store.add_denylist(key.id, "deleted", now)
             await self.audit.append("key.delete", f"key/{key.id}", "ok", principal)
+        await self._refreshed()
         return key
+
+    async def _refreshed(self) -> None:
+        """Pull the change into this node's key mirror now (best effort: the sync loop retries)."""
+        if self._refresh is None:
+            return
+        try:
+            await self._refresh()
+        except StoreError:
+            log.warning("key mirror refresh after an admin change failed; the sync loop will retry")
 
     def config_groups(self) -> Mapping[str, GroupConfig]:
         """The configured groups only (for callers that need to tell them from runtime ones)."""

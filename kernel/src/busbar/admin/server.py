@@ -217,7 +217,8 @@ async def start_admin(state: AppState, loaded: LoadedConfig) -> AdminPlane:
     gw.runtime_groups = runtime
     auth = admin_auth(loaded, gw)
     issue, info = _issuer(loaded, gw, store)
-    keys = KeyService(store, audit, runtime, lambda: state.gateway.config, issue)
+    keys = KeyService(store, audit, runtime, lambda: state.gateway.config, issue,
+                      refresh=lambda: state.gateway.keysync.sync())
     ctx = AdminContext(app_state=state, store=store, audit=audit, keys=keys, runtime_groups=runtime, auth=auth)
     ctx.extras["signing_info"] = info
     if not serving:
