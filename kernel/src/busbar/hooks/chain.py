@@ -168,6 +168,7 @@ class PoolChain:
                 msg = run.message("decide", run.pool, cands, prompt=facade.prompt, user=facade.user, owned=True)
                 t0 = time.perf_counter()
                 res = fire_inline(solo, msg, known) if facade.inline else await fire_awaited(solo, msg, known)
+                gw.metrics.hook_decision(self.name, solo.name, res.failure or "ok", res.seconds)
                 decisions.note(call, solo.name, res.failure, t0, _explained(res.arm) if decisions.enabled else None)
                 if res.failure is None:
                     answer, who = res.arm, solo
@@ -178,7 +179,7 @@ class PoolChain:
                 elif solo.on_error.kind == "hook":      # the gate may have mutated cands: new ones
                     fresh_cands = candidate_views(members, self.costs, self.statics)
                     stamp(fresh_cands, signals_of(gw, call, self.name if self.name in gw.pools else None))
-                    answer, who = await self._settle(solo, res, run, fresh_cands, known, members)
+                    answer, who = await self._settle(gw, solo, res, run, fresh_cands, known, members)
                 else:
                     answer, who = self._terminal(solo, res, members)
                 v = _verdict(call, run, answer, who)
@@ -225,12 +226,13 @@ class PoolChain:
                               members: list[Any], extra: list[tuple[tuple[int, int, int], Verdict]]) -> Plan | None:
         for g in self.transforms:
             res = (await fire([(g, self._submit(g, run, cands, frozenset()))]))[0]
+            gw.metrics.hook_decision(self.name, g.name, res.failure or "ok", res.seconds)
             if g.shadow:
                 record_shadow(g, res, run, cands)
                 continue
             if run.trace is not None:
                 run.trace.append(trace_entry(g, res, _models(cands)))
-            answer, who = await self._settle(g, res, run, cands, frozenset(), members)
+            answer, who = await self._settle(gw, g, res, run, cands, frozenset(), members)
             if isinstance(answer, Verdict):
                 if answer.reject is not None:
                     return self._reject(gw, call, run, answer.reject, answer.policy, answer.failure)
@@ -251,13 +253,16 @@ class PoolChain:
             return []
         t0 = time.perf_counter()
         results = await fire([(g, self._submit(g, run, cands, known)) for g in gates])
+        if gw.metrics.enabled:
+            for g, r in zip(gates, results, strict=True):
+                gw.metrics.hook_decision(self.name, g.name, r.failure or "ok", r.seconds)
         if decisions.enabled:           # the trace's hook spans (busbar.observe.decisions)
             for g, r in zip(gates, results, strict=True):
                 decisions.note(call, g.name, r.failure, t0, _explained(r.arm))
         if self.has_shadow or run.trace is not None:
             gates, results = _unshadowed(run, gates, results, cands)
         if any(r.failure is not None and g.on_error.kind == "hook" for g, r in zip(gates, results)):
-            settled = await asyncio.gather(*(self._settle(g, r, run, cands, known, members)
+            settled = await asyncio.gather(*(self._settle(gw, g, r, run, cands, known, members)
                                              for g, r in zip(gates, results)))
         else:                           # no fallback hook to fire: settle without a loop round trip
             settled = [self._terminal(g, r, members) if r.failure is not None else (r.arm, g)
@@ -278,16 +283,18 @@ class PoolChain:
         known_idx = known or frozenset(c["idx"] for c in cands)
         return lambda: g.facade.decide(msg, known_idx)
 
-    async def _settle(self, g: GateSpec, res: Result, run: HookRun, cands: list[dict[str, Any]],
+    async def _settle(self, gw: GatewayContext, g: GateSpec, res: Result, run: HookRun, cands: list[dict[str, Any]],
                       known: frozenset[int], members: list[Any]) -> tuple[Any, GateSpec]:
         """Follow ``g``'s ``on_error`` chain until an answer: ``(arm, the gate that gave it)`` or
-        ``(Verdict | None, g)`` for a terminal."""
+        ``(Verdict | None, g)`` for a terminal. Each fallback fired is observed in the decision
+        latency histogram like any gate."""
         while res.failure is not None:
             if g.on_error.kind != "hook" or g.on_error.hook is None:
                 return self._terminal(g, res, members)
             _log_failure(g, res)
             g = g.on_error.hook
             res = (await fire([(g, self._submit(g, run, cands, known))]))[0]
+            gw.metrics.hook_decision(self.name, g.name, res.failure or "ok", res.seconds)
             if run.trace is not None:
                 run.trace.append(trace_entry(g, res, _models(cands)))
         return res.arm, g

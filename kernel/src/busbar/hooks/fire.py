@@ -30,7 +30,9 @@ the queue, for the GIL or for a CPU the machine gave to another process. Two cut
 
 Each gate's :class:`Result` is its normalized arm, or a failure: ``timeout`` (either cut, or a
 reply that used more than its budget: ignored), ``error`` (the plugin raised), ``garbage`` (the
-reply is not a valid arm), ``grant`` (it returned a field it was not granted), ``saturated``.
+reply is not a valid arm), ``grant`` (it returned a field it was not granted), ``saturated``; and
+``seconds``, the wall time the request waited for it (from its message being queued to its reply, or
+to the cut for a timeout; 0 when saturated), which feeds ``busbar_hook_decision_duration_seconds``.
 
 Source: docs/hooks.md#reconcile-several-gates-one-decision, docs/hooks.md#fail-safety.
 C035.
@@ -72,16 +74,25 @@ def hard_deadline_s(gate: Any) -> float:
 
 @dataclass(slots=True)
 class Result:
-    """One gate's outcome: ``arm`` (a reply arm) or ``failure`` (a reason) with ``detail``."""
+    """One gate's outcome: ``arm`` (a reply arm) or ``failure`` (a reason) with ``detail``;
+    ``seconds``: the wall time the request waited for it (see the module docstring)."""
 
     arm: Any = None
     failure: str | None = None
     detail: str = ""
+    seconds: float = 0.0
 
 
-def _judge(gate: GateSpec, job: Job, hard: float) -> Result:
+def _judge(gate: GateSpec, job: Job, hard: float, queued: float) -> Result:
     """``job``'s outcome: a timeout when it is unfinished, finished past the ``hard`` deadline
-    (monotonic s), or used more CPU than ``gate.timeout_s``; else its arm or failure."""
+    (monotonic s), or used more CPU than ``gate.timeout_s``; else its arm or failure. ``queued``
+    (monotonic s): when its message was queued (``Result.seconds`` counts from there)."""
+    res = _verdict_of(gate, job, hard)
+    res.seconds = max(0.0, (job.t_done if res.failure != "timeout" else time.monotonic()) - queued)
+    return res
+
+
+def _verdict_of(gate: GateSpec, job: Job, hard: float) -> Result:
     facade = gate.facade
     if not job.finished or job.t_done > hard or job.cpu > gate.timeout_s:
         job.abandon()
@@ -126,7 +137,7 @@ async def fire(calls: Sequence[tuple[GateSpec, Callable[[], Job | None]]]) -> li
             if not job.finished:
                 job.abandon()
     for i, gate, job, hard in pending:
-        results[i] = _judge(gate, job, hard)
+        results[i] = _judge(gate, job, hard, t0)
     return [r if r is not None else Result(failure="error") for r in results]
 
 
@@ -139,7 +150,7 @@ def fire_inline(gate: GateSpec, payload: dict[str, Any], known_idx: frozenset[in
     if not job.finished:            # not inline after all: never wait on the loop, never read it late
         job.abandon()
         return Result(failure="error", detail="an inline call was queued on a worker")
-    return _judge(gate, job, job.t_start + hard_deadline_s(gate))     # ran right here, from its start
+    return _judge(gate, job, job.t_start + hard_deadline_s(gate), job.t_start)     # ran right here, from its start
 
 
 async def fire_awaited(gate: GateSpec, payload: dict[str, Any], known_idx: frozenset[int]) -> Result:
@@ -147,7 +158,7 @@ async def fire_awaited(gate: GateSpec, payload: dict[str, Any], known_idx: froze
     and cancelled at its deadline (no task, future or wait), judged by the same rules."""
     hard = hard_deadline_s(gate)
     job = await gate.facade.decide_awaited(payload, known_idx, gate.timeout_s, hard)
-    return _judge(gate, job, job.t_start + hard)
+    return _judge(gate, job, job.t_start + hard, job.t_start)
 
 
 async def _collect(pending: list[tuple[int, GateSpec, Job, float]]) -> None:

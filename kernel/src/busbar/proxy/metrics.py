@@ -25,6 +25,10 @@ Latency and tokens (recorded when a request finishes, ``Metrics.finished``; a
 - ``busbar_upstream_attempt_duration_seconds{lane}`` histogram, each upstream attempt
 - ``busbar_tokens_total{pool,model,direction}`` direction: input | output; model: the lane that served
 - ``busbar_inbound_inflight`` gauge, data-plane requests in progress
+- ``busbar_hook_decision_duration_seconds{pool,hook,outcome}`` histogram, each gate call (decide,
+  transform, an ``on_error`` fallback, a shadow gate) from its message being queued to its reply or
+  its cut; outcome: ok | timeout | error | garbage | grant | saturated (``busbar.hooks.fire.Result``);
+  ``hook`` is a configured hook name, ``pool`` a configured pool or ``""`` (direct routes)
 
 Scrape-time gauges (side-effect free; they never take a half-open probe):
 ``busbar_lane_state{pool,lane}`` (0 closed, 1 half-open, 2 open), ``busbar_lane_inflight{lane}``,
@@ -41,7 +45,7 @@ Source: docs/config-at-a-glance.md#metrics, docs/config-at-a-glance.md#limits
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -56,6 +60,10 @@ if TYPE_CHECKING:
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Latency histogram buckets (seconds): from a cached reply to a long generation."""
+
+_HOOK_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                 5.0, 10.0)
+"""Hook decision latency buckets (seconds): from an inline gate's tens of µs to a long ``timeout_ms``."""
 
 _STATE_VALUE = {CLOSED: 0, HALF_OPEN: 1, OPEN: 2}
 
@@ -72,6 +80,7 @@ class NullMetrics:
     def trip(self, pool: str, lane: str) -> None: ...
     def policy_selection(self, policy: str, pool: str) -> None: ...
     def policy_rejection(self, policy: str, pool: str, status: int) -> None: ...
+    def hook_decision(self, pool: str, hook: str, outcome: str, seconds: float) -> None: ...
     def finished(self, record: RequestRecord, gateway: Gateway) -> None: ...
 
     def render(self) -> bytes:
@@ -113,6 +122,10 @@ class Metrics(NullMetrics):
                                        ["ingress_protocol", "pool"], window)
         r.register(self._window)
         self.inbound: Callable[[], int] = lambda: 0
+        self._hook = Histogram("busbar_hook_decision_duration_seconds", "Gate call latency, queued to reply or cut, "
+                               "by pool, hook and outcome", ["pool", "hook", "outcome"], buckets=_HOOK_BUCKETS,
+                               registry=r)
+        self._hook_children: dict[tuple[str, str, str], Any] = {}
         r.register(_InboundCollector(self))
 
     def request(self, proto: str, pool: str, outcome: str) -> None:
@@ -135,6 +148,15 @@ class Metrics(NullMetrics):
 
     def policy_rejection(self, policy: str, pool: str, status: int) -> None:
         self._rej.labels(policy, pool, str(status)).inc()
+
+    def hook_decision(self, pool: str, hook: str, outcome: str, seconds: float) -> None:
+        """Observe one gate call: ``seconds`` (wall time the request waited for it) under ``(pool, hook,
+        outcome)``; label values are configured names and a fixed outcome set (bounded)."""
+        key = (pool, hook, outcome)
+        child = self._hook_children.get(key)
+        if child is None:
+            child = self._hook_children[key] = self._hook.labels(pool, hook, outcome)
+        child.observe(seconds)
 
     def finished(self, record: RequestRecord, gateway: Gateway) -> None:
         """Record a finished request: latency and TTFB histograms, the windowed latency summary,
