@@ -140,6 +140,15 @@ def test_a_request_head_over_64_kib_is_a_431(lgw: AdminGateway) -> None:
     assert (status, body, closed) == (431, b"request head exceeds the 65536-byte limit", True)
 
 
+def test_a_complete_head_over_64_kib_in_one_send_is_a_431(lgw: AdminGateway) -> None:
+    start = f"GET {PREFIX}/keys HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\nx-pad: ".encode()
+    s = _connect(lgw)
+    s.sendall(start + b"p" * (68_000 - len(start) - 4) + b"\r\n\r\n")         # complete, 68000 bytes
+    status, _, body, closed = _read_reply(s)
+    s.close()
+    assert (status, body, closed) == (431, b"request head exceeds the 65536-byte limit", True)
+
+
 def test_a_slow_head_is_a_408(lgw: AdminGateway) -> None:
     s = _connect(lgw)
     s.sendall(f"GET {PREFIX}/keys HTTP/1.1\r\nhost: x\r\n".encode())

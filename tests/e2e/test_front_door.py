@@ -56,6 +56,36 @@ def test_head_over_the_cap_is_431_and_closed(gw, head):
                    b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body) + body)
 
 
+@pytest.mark.parametrize("size", [HEAD_MAX + 1, HEAD_MAX + 2000, 70_000])
+def test_a_complete_head_over_the_cap_in_one_send_is_431(gw, size):
+    """A head that is complete (its blank line included) but longer than the cap is refused however
+    it arrives: in one read the parser would otherwise have taken it whole."""
+    start = b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: "
+    head = start + b"a" * (size - len(start) - 4) + b"\r\n\r\n"
+    assert len(head) == size
+    s = connect(gw.url)
+    s.sendall(head)
+    raw, _ = read_to_close(s)
+    s.close()
+    assert raw.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+    assert raw.endswith(b"\r\n\r\nrequest head exceeds the 65536-byte limit")
+
+
+def test_a_head_of_exactly_the_cap_with_a_body_is_served(gw):
+    """The cap counts the head up to its blank line; the body that follows in the same send does not count."""
+    body = CHAT % b"false"
+    start = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+    tail = b"content-length: %d\r\nx-big: " % len(body)
+    head = start + tail + b"a" * (HEAD_MAX - len(start) - len(tail) - 4) + b"\r\n\r\n"
+    assert len(head) == HEAD_MAX
+    s = connect(gw.url)
+    s.sendall(head + body)
+    resp = read_response(s)
+    s.close()
+    assert resp.status == 200
+    assert json.loads(resp.body)["object"] == "chat.completion"
+
+
 def test_head_under_the_cap_is_served(gw):
     s = connect(gw.url)
     s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * (HEAD_MAX - 200) + b"\r\n\r\n")

@@ -4,9 +4,11 @@
 What it adds to uvicorn (whose own ``timeout_keep_alive`` already closes a connection idle after a
 response, ``limits.keep_alive_timeout_secs``):
 
-- **Request head cap** (``HEAD_MAX_BYTES`` = 64 KiB: request line plus headers). A head still
-  incomplete past it is answered ``431 request head exceeds the 65536-byte limit`` and the
-  connection is closed; at most one socket read more than the cap is ever buffered per connection.
+- **Request head cap** (``HEAD_MAX_BYTES`` = 64 KiB: request line plus headers, up to and
+  including the blank line that ends them). A head longer than that is answered ``431 request head
+  exceeds the 65536-byte limit`` and the connection is closed, exactly: whether it arrives in many
+  reads or complete in one (a read that would take the head past the cap is searched for the head's
+  end before the parser sees it); at most one socket read more than the cap is ever buffered.
 - **Head-read timeout** (``limits.header_read_timeout_secs``): from the connection's start, and
   from the first byte of each later request, the whole head must arrive within the timeout. A
   connection that sent nothing is closed silently; one that sent part of a head gets
@@ -76,6 +78,7 @@ class FrontDoorProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self._in_head = True            # waiting for (the rest of) a request head
         self._head_bytes = 0            # bytes received since that head began
+        self._head_tail = b""           # the last 3 bytes of them (a head's end split across reads)
         self._head_timer: asyncio.TimerHandle | None = self.loop.call_later(
             self.head_timeout_s, self._head_timed_out)
 
@@ -86,7 +89,12 @@ class FrontDoorProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if not self._in_head:
             return super().data_received(data)
+        before = self._head_bytes
         self._head_bytes += len(data)
+        if self._head_bytes > self.head_max_bytes and self._head_over(before, data):
+            self._refuse(431, f"request head exceeds the {self.head_max_bytes}-byte limit")
+            return
+        self._head_tail = (self._head_tail + data)[-3:]
         super().data_received(data)
         if not self._in_head or self.transport.is_closing():
             return
@@ -94,6 +102,16 @@ class FrontDoorProtocol(HttpToolsProtocol):
             self._refuse(431, f"request head exceeds the {self.head_max_bytes}-byte limit")
         elif self._head_bytes and self._head_timer is None:   # a head split across reads: a deadline
             self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_timed_out)
+
+    def _head_over(self, before: int, data: bytes) -> bool:
+        """Does the head this read continues (``before`` bytes of it already received) end past the
+        cap, or not end within this read at all? Its end is the first blank line (CRLF CRLF, or a
+        bare LF LF), searched across the previous read's tail."""
+        buf = self._head_tail + data
+        ends = [i + len(sep) for sep in (b"\r\n\r\n", b"\n\n") if (i := buf.find(sep)) >= 0]
+        if not ends:
+            return True
+        return before - len(self._head_tail) + min(ends) > self.head_max_bytes
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -108,6 +126,7 @@ class FrontDoorProtocol(HttpToolsProtocol):
         super().on_message_complete()
         self._in_head = True            # the next read starts the next head
         self._head_bytes = 0
+        self._head_tail = b""
 
     def _cancel_head_timer(self) -> None:
         if self._head_timer is not None:
