@@ -26,7 +26,13 @@ Spans (start and end times are the request's own; ``perf_counter`` times mapped 
 Target rules (seeds' observability section): loopback ``http://`` is allowed, anything else must be
 ``https://``; the URL is SSRF-checked by ``busbar_sdk.ssrf`` (config validation) and a host name is
 resolved here at boot with every address checked again (a name that resolves to a private or
-metadata address refuses the boot); redirects are never followed. Userinfo
+metadata address refuses the boot); redirects are never followed. The exporter's own HTTP client
+checks again at connect time (``busbar.security.sync_session``): every new connection resolves the
+host once, judges every address with the sdk's rule (``HostGuard.check_addresses``) and connects to
+a checked literal only, so a name that resolves to a refused address later (DNS rebinding) is never
+connected to; each refusal is counted (``busbar_otlp_connect_refused_total`` with a ``metrics:``
+block; :attr:`Tracing.refused`) and logged at most once a minute, and that batch of spans is
+dropped (not retried). Userinfo
 (``https://user:pass@host/v1/traces``) becomes an ``Authorization: Basic`` header and is removed
 from the URL the exporter uses and from every log line (:func:`split_userinfo`).
 
@@ -38,7 +44,8 @@ import base64
 import logging
 import socket
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -55,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = ["TraceSetupError", "Tracing", "build_tracer", "split_userinfo"]
 
 log = logging.getLogger("busbar.traces")
+_WARN_EVERY_S = 60.0
 
 
 class TraceSetupError(FaultList):
@@ -103,12 +111,32 @@ def _check_resolved(url: str, loaded: LoadedConfig) -> None:
 @dataclass
 class Tracing:
     """The installed exporter: ``provider`` (an SDK ``TracerProvider``), ``tracer``, ``target`` (the
-    URL without userinfo, for logs)."""
+    URL without userinfo, for logs); ``refused``: connections the SSRF guard refused at connect time."""
 
     provider: TracerProvider
     tracer: Tracer
     target: str
     state: AppState | None = None
+    refused: int = 0
+    _warned: float = field(default=-_WARN_EVERY_S, repr=False)
+
+    def connect_refused(self, blocked: Exception) -> None:
+        """The exporter's client was refused a connection (``busbar.security.sync_session``): count
+        it, and log it at most once every ``_WARN_EVERY_S`` seconds (a rebinding name is refused on
+        every batch)."""
+        self.refused += 1
+        now = time.monotonic()
+        if now - self._warned >= _WARN_EVERY_S:
+            self._warned = now
+            log.warning("observability.otlp_url: connection refused by the SSRF guard, spans dropped: %s "
+                        "(%d refusal(s) so far)", blocked, self.refused)
+
+    def count_into(self, metrics: Any) -> None:
+        """Serve :attr:`refused` as ``busbar_otlp_connect_refused_total`` on ``metrics``' registry
+        (a ``busbar.proxy.metrics.Metrics``; nothing when metrics are off)."""
+        registry = getattr(metrics, "registry", None)
+        if registry is not None:
+            registry.register(_RefusedCollector(self))
 
     def finisher(self, record: RequestRecord) -> None:
         """Spans for a finished ``record`` (a ``busbar.proxy.record.Finisher``)."""
@@ -179,19 +207,23 @@ def build_tracer(loaded: LoadedConfig) -> Tracing | None:
     url = loaded.config.observability.otlp_url
     if url is None:
         return None
-    import requests
+    from busbar_sdk.ssrf import HostGuard, SsrfPolicy
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     from busbar import __version__
+    from busbar.security.sync_session import guarded_session
 
     target, headers = split_userinfo(url)
     _check_resolved(target, loaded)
-    session = requests.Session()
-    session.max_redirects = 0                      # a redirect is refused, never followed
-    session.trust_env = False                      # no proxy or netrc from the environment
+    sec = loaded.config.security
+    guard = HostGuard(SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata),
+                      purpose="observability.otlp_url", allow_private=False)
+    box: list[Tracing] = []
+    # checked at connect time; no redirects, no proxy or netrc from the environment
+    session = guarded_session(guard, lambda blocked: box[0].connect_refused(blocked))
     exporter = OTLPSpanExporter(endpoint=target, headers=headers, timeout=10, session=session)
     provider = TracerProvider(resource=Resource.create({"service.name": "busbar",
                                                         "service.version": __version__}))
@@ -200,4 +232,21 @@ def build_tracer(loaded: LoadedConfig) -> Tracing | None:
 
     decisions.enabled = True                       # the hook chain notes its gates' decisions
     log.info("exporting traces to %s (OTLP/HTTP)", target)
-    return Tracing(provider, provider.get_tracer("busbar", __version__), target)
+    box.append(Tracing(provider, provider.get_tracer("busbar", __version__), target))
+    return box[0]
+
+
+class _RefusedCollector:
+    """``busbar_otlp_connect_refused_total``: the exporter's connections refused at connect time."""
+
+    def __init__(self, tracing: Tracing) -> None:
+        self.tracing = tracing
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily
+
+        yield CounterMetricFamily("busbar_otlp_connect_refused", "OTLP exporter connections refused at connect "
+                                  "time by the SSRF guard", value=self.tracing.refused)
