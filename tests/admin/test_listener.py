@@ -103,6 +103,45 @@ def test_open_admin_auth_serves_without_a_credential(admin_gateway: Callable[...
     assert [(a["action"], a["principal"]) for a in audit] == [("boot", "system"), ("key.mint", "anonymous")]
 
 
+OPEN_HOST = {"error": {"code": "forbidden", "message": (
+    "the admin API is open (auth.admin_auth: []) and answers only requests whose Host is localhost, a loopback "
+    "address or the admin_listen host; this Host was refused (DNS rebinding guard)")}}
+OPEN_ORIGIN = {"error": {"code": "forbidden", "message": (
+    "the admin API is open (auth.admin_auth: []) and refuses cross-site browser requests; this request's Origin is "
+    "not the admin listener's own")}}
+
+
+def test_open_admin_refuses_a_rebound_host_and_cross_site_origins(admin_gateway: Callable[..., AdminGateway]) -> None:
+    """Open mode has no credential, so the Host and Origin checks are what keeps a hostile web page out
+    (DNS rebinding: its own name in Host; a cross-site form or fetch: its Origin / Sec-Fetch-Site)."""
+    g = admin_gateway(base=BASE.replace("    - admin-tokens: {{ token: {{ env: T_ADMIN_TOKEN }} }}\n", "")
+                      .replace("  admin_auth:\n", "  admin_auth: []\n"), token=None)
+    port = g.admin_port
+    apply_url = g.admin + PREFIX + "/config/apply"
+    for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}", f"10.0.0.5:{port}",
+                 "localhost.:x", "user@localhost"):
+        r = httpx.post(apply_url, headers={"host": host}, content=b"{}")
+        assert (r.status_code, r.json(), r.headers["connection"]) == (403, OPEN_HOST, "close"), host
+    for origin in ("http://evil.example", f"http://localhost:{port + 1}", "null", f"https://127.0.0.1:{port}"):
+        r = httpx.post(apply_url, headers={"origin": origin})
+        assert (r.status_code, r.json()) == (403, OPEN_ORIGIN), origin
+    r = httpx.get(g.admin + PREFIX + "/info", headers={"sec-fetch-site": "cross-site"})
+    assert (r.status_code, r.json()) == (403, OPEN_ORIGIN)
+    assert httpx.get(g.admin + "/healthz", headers={"host": "evil.example"}).status_code == 200
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "LOCALHOST", f"[::1]:{port}", "127.1.2.3"):
+        r = httpx.get(g.admin + PREFIX + "/info", headers={"host": host})
+        assert (r.status_code, r.json()["admin_api_version"]) == (200, "1.0.0"), host
+    r = httpx.get(g.admin + PREFIX + "/info", headers={"origin": f"http://127.0.0.1:{port}",
+                                                       "sec-fetch-site": "same-origin"})
+    assert r.status_code == 200
+
+
+def test_a_token_protected_admin_api_does_not_check_host(admin_gateway: Callable[..., AdminGateway]) -> None:
+    g = admin_gateway()
+    r = httpx.get(g.admin + PREFIX + "/info", headers={"host": "admin.example", "authorization": f"Bearer {g.token}"})
+    assert r.status_code == 200
+
+
 def test_no_token_configured_means_no_listener(admin_gateway: Callable[..., AdminGateway]) -> None:
     g = admin_gateway(base=BASE.replace("    - admin-tokens: {{ token: {{ env: T_ADMIN_TOKEN }} }}\n",
                                         "    - admin-tokens\n"), token=None, env={"BUSBAR_LOG": "info"})

@@ -3,6 +3,13 @@
 ``AdminGuard(app, max_body_bytes=MAX_BODY_BYTES)`` is pure ASGI middleware around the admin FastAPI
 app (``busbar.admin.app``). For every HTTP request except ``GET /healthz``:
 
+0. in open mode (``auth.admin_auth: []``, no credential at all) a browser is the remaining attacker:
+   a hostile page reaching the listener through DNS rebinding sends its own name as ``Host``, and a
+   cross-site page sends its ``Origin``. So the request's ``Host`` (when sent) must name ``localhost``,
+   a loopback literal or the ``admin_listen`` host, else ``403 forbidden`` (:data:`OPEN_HOST_REFUSED`);
+   an ``Origin`` must be this listener's own (``<scheme>://<Host>``) and ``Sec-Fetch-Site`` may not be
+   ``cross-site`` / ``same-site``, else ``403 forbidden`` (:data:`OPEN_ORIGIN_REFUSED`). Both before
+   any body is read (``connection: close`` when one was announced);
 1. the credential (``busbar.admin.principal.credential_of``) must authenticate, else ``401
    unauthorized`` before one byte of the body is read (the reply carries ``connection: close`` when a
    body was announced, so the rest of it is never read either); the principal is kept in
@@ -16,17 +23,68 @@ Source: docs/admin.md#listener.
 """
 from __future__ import annotations
 
+import ipaddress
+from typing import Any
+from urllib.parse import urlsplit
+
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from busbar.admin.errors import AdminError, error_response
 from busbar.admin.principal import credential_of
+from busbar.config.validate_auth import split_hostport
 
-__all__ = ["MAX_BODY_BYTES", "UNAUTHORIZED", "AdminGuard"]
+__all__ = ["MAX_BODY_BYTES", "OPEN_HOST_REFUSED", "OPEN_ORIGIN_REFUSED", "UNAUTHORIZED", "AdminGuard",
+           "open_mode_refusal"]
 
 MAX_BODY_BYTES = 1024 * 1024
 """Largest admin request body, bytes (1 MiB): ``413 payload_too_large`` past it."""
 UNAUTHORIZED = "a valid admin credential is required (Authorization: Bearer <token> or x-admin-token)"
+OPEN_HOST_REFUSED = ("the admin API is open (auth.admin_auth: []) and answers only requests whose Host is localhost, "
+                     "a loopback address or the admin_listen host; this Host was refused (DNS rebinding guard)")
+OPEN_ORIGIN_REFUSED = ("the admin API is open (auth.admin_auth: []) and refuses cross-site browser requests; this "
+                       "request's Origin is not the admin listener's own")
+
+
+def _host_name(value: str) -> str | None:
+    """The host of a ``Host`` header value (``name[:port]``, ``[v6][:port]``), lower-cased; ``None``
+    when it does not parse."""
+    try:
+        parts = urlsplit("//" + value)
+        parts.port                      # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return None
+    host = parts.hostname
+    if not host or parts.username is not None or parts.path or parts.query or parts.fragment:
+        return None
+    return host.rstrip(".")
+
+
+def _allowed_host(host: str, listen_host: str) -> bool:
+    if host in ("localhost", listen_host.lower()):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def open_mode_refusal(headers: Headers, scheme: str, listen_host: str) -> str | None:
+    """Why an open admin API refuses a request with ``headers`` (:data:`OPEN_HOST_REFUSED` or
+    :data:`OPEN_ORIGIN_REFUSED`), or ``None`` when it may proceed. ``scheme``: ``http`` | ``https``;
+    ``listen_host``: the ``admin_listen`` host. A request without ``Host`` is not a browser's and
+    proceeds."""
+    raw_host = headers.get("host")
+    if raw_host is not None:
+        host = _host_name(raw_host.strip())
+        if host is None or not _allowed_host(host, listen_host):
+            return OPEN_HOST_REFUSED
+    origin = headers.get("origin")
+    if origin is not None and (raw_host is None or origin.strip().lower() != f"{scheme}://{raw_host.strip().lower()}"):
+        return OPEN_ORIGIN_REFUSED
+    if headers.get("sec-fetch-site", "").strip().lower() in ("cross-site", "same-site"):
+        return OPEN_ORIGIN_REFUSED
+    return None
 
 
 def _announces_body(headers: Headers) -> bool:
@@ -53,6 +111,11 @@ class AdminGuard:
             return
         headers = Headers(scope=scope)
         body_announced = _announces_body(headers)
+        if ctx.auth.open:
+            refused = open_mode_refusal(headers, scope.get("scheme", "http"), self._listen_host(ctx))
+            if refused is not None:
+                await self._refuse(scope, receive, send, AdminError("forbidden", refused), close=body_announced)
+                return
         principal = await ctx.auth.authenticate(credential_of(headers))
         if principal is None:
             await self._refuse(scope, receive, send, AdminError(
@@ -89,6 +152,12 @@ class AdminGuard:
                 return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
             return await receive()
         await self.app(scope, replay, send)
+
+    @staticmethod
+    def _listen_host(ctx: Any) -> str:
+        """The ``admin_listen`` host (``""`` when it does not parse)."""
+        parsed = split_hostport(ctx.gateway.config.admin_listen)
+        return parsed[0] if parsed is not None else ""
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send, principal: str) -> None:
         ctx = scope["app"].state.admin
