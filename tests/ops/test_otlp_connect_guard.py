@@ -56,7 +56,7 @@ def test_a_name_that_rebinds_to_a_metadata_address_is_refused_at_connect_time(re
         answers["addrs"] = ["169.254.169.254"]             # the name now points at the metadata service
         with caplog.at_level(logging.WARNING, logger="busbar.traces"):
             _export_one(tracing, "refused")
-        assert answers["asked"] == [("localhost", receiver.port)]
+        assert answers["asked"] == [("localhost", receiver.port)] * 2     # at boot, then at connect time
         assert receiver.requests == []
         assert tracing.refused == 1
         (line,) = [r.getMessage() for r in caplog.records if r.name == "busbar.traces"]
@@ -75,6 +75,24 @@ def test_a_name_that_rebinds_to_a_metadata_address_is_refused_at_connect_time(re
         assert "busbar_otlp_connect_refused_total 2.0\n" in generate_latest(holder.registry).decode()
     finally:
         tracing.provider.shutdown()
+
+
+@pytest.mark.parametrize(("addrs", "line"), [
+    (["10.0.0.5"], "config.yaml: observability.otlp_url: localhost resolved to 10.0.0.5, a private (RFC 1918 / "
+                   "unique-local) address; refused (DNS rebinding guard: a localhost name must resolve to loopback "
+                   "only)"),
+    (["169.254.169.254"], "config.yaml: observability.otlp_url: localhost resolved to 169.254.169.254, a "
+                          "cloud-metadata address; refused by the SSRF guard"),
+])
+def test_a_name_that_resolves_to_a_refused_address_at_boot_refuses_the_boot(answers, addrs, line):
+    from busbar.observe.traces import TraceSetupError
+
+    answers["addrs"] = addrs
+    loaded = load_config_text(BASE + "observability: { otlp_url: 'http://localhost:4318/v1/traces' }\n", ENV)
+    with pytest.raises(TraceSetupError) as info:
+        build_tracer(loaded)
+    assert info.value.faults == [line]
+    assert answers["asked"] == [("localhost", 4318)]
 
 
 def _guard() -> HostGuard:

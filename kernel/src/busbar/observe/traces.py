@@ -25,8 +25,9 @@ Spans (start and end times are the request's own; ``perf_counter`` times mapped 
 
 Target rules (seeds' observability section): loopback ``http://`` is allowed, anything else must be
 ``https://``; the URL is SSRF-checked by ``busbar_sdk.ssrf`` (config validation) and a host name is
-resolved here at boot with every address checked again (a name that resolves to a private or
-metadata address refuses the boot); redirects are never followed. The exporter's own HTTP client
+resolved here at boot and its addresses judged by the connect-time rule (a name that resolves to a
+metadata, private or, unless it is ``localhost``, loopback address refuses the boot); redirects are
+never followed. The exporter's own HTTP client
 checks again at connect time (``busbar.security.sync_session``): every new connection resolves the
 host once, judges every address with the sdk's rule (``HostGuard.check_addresses``) and connects to
 a checked literal only, so a name that resolves to a refused address later (DNS rebinding) is never
@@ -42,7 +43,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -52,6 +52,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from busbar.faults import FaultList
 
 if TYPE_CHECKING:
+    from busbar_sdk.ssrf import HostGuard
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Tracer
 
@@ -84,28 +85,42 @@ def split_userinfo(url: str) -> tuple[str, dict[str, str]]:
     return clean, {"authorization": "Basic " + base64.b64encode(creds).decode("ascii")}
 
 
-def _check_resolved(url: str, loaded: LoadedConfig) -> None:
-    """Resolve a host name and check every address with the sinks' SSRF rule (loopback allowed)."""
-    from busbar_sdk.ssrf import SsrfBlocked, SsrfPolicy
+def _guard(loaded: LoadedConfig) -> HostGuard:
+    """The exporter's SSRF guard: ``security:``'s policy, loopback only, no private ranges."""
+    from busbar_sdk.ssrf import HostGuard, SsrfPolicy
+
+    sec = loaded.config.security
+    return HostGuard(SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata),
+                     purpose="observability.otlp_url", allow_private=False)
+
+
+def _check_resolved(url: str, guard: HostGuard) -> None:
+    """Resolve a host name now and judge its addresses by the connect-time rule
+    (``HostGuard.check_addresses``, the same one the exporter's connections apply), so a target the
+    exporter could never connect to refuses the boot instead of dropping every batch. An IP literal
+    was judged with the URL at config time; a name that does not resolve yet is a warning."""
+    from busbar_sdk.ssrf import SsrfBlocked, canonical_host
+
+    from busbar.security.sync_session import default_resolver
 
     parts = urlsplit(url)
     host = parts.hostname or ""
-    sec = loaded.config.security
-    policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
     try:
-        infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80),
-                                   type=socket.SOCK_STREAM)
+        canon = canonical_host(host)
+    except ValueError:
+        return                              # refused with the URL at config time
+    if not isinstance(canon, str):
+        return
+    try:
+        addresses = default_resolver(canon, parts.port or (443 if parts.scheme == "https" else 80))
     except OSError as e:
         log.warning("observability.otlp_url: cannot resolve %s now (%s); spans are queued and retried", host,
                     e.strerror or e)
         return
-    for info in infos:
-        address = str(info[4][0])
-        try:
-            policy.check_host(parts.scheme, address, purpose="observability.otlp_url", allow_private=False)
-        except SsrfBlocked as blocked:
-            raise TraceSetupError([f"config.yaml: observability.otlp_url: {host} resolves to {address}: "
-                                   f"{blocked.reason.removeprefix('observability.otlp_url: ')}"]) from None
+    try:
+        guard.check_addresses(host, addresses)
+    except SsrfBlocked as blocked:
+        raise TraceSetupError([f"config.yaml: {blocked.reason.replace(' at connect time', '')}"]) from None
 
 
 @dataclass
@@ -207,7 +222,6 @@ def build_tracer(loaded: LoadedConfig) -> Tracing | None:
     url = loaded.config.observability.otlp_url
     if url is None:
         return None
-    from busbar_sdk.ssrf import HostGuard, SsrfPolicy
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -217,10 +231,8 @@ def build_tracer(loaded: LoadedConfig) -> Tracing | None:
     from busbar.security.sync_session import guarded_session
 
     target, headers = split_userinfo(url)
-    _check_resolved(target, loaded)
-    sec = loaded.config.security
-    guard = HostGuard(SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata),
-                      purpose="observability.otlp_url", allow_private=False)
+    guard = _guard(loaded)
+    _check_resolved(target, guard)
     box: list[Tracing] = []
     # checked at connect time; no redirects, no proxy or netrc from the environment
     session = guarded_session(guard, lambda blocked: box[0].connect_refused(blocked))
