@@ -52,6 +52,8 @@ POOLS = "pools:\n" + "".join([
     pool("gen-multi", "          multi: true\n          min_confidence: 0.5\n"),
     pool("gen-slow", timeout=300),
     pool("gen-budget", "          budget: { max_tokens_per_hour: 1 }\n"),
+    # the router's calls straight at the mock (a loopback listener too), to see what the router sends
+    pool("gen-keyed", "          gateway_key: { env: T_ROUTER_KEY }\n").replace("http://127.0.0.1:{port}", "MOCK"),
 ])
 
 
@@ -63,7 +65,7 @@ def answer(destinations: list[str], confidence: float, reason: str = "fits") -> 
 def gw(gateway_factory, mock, router_plugins):
     _, trust = router_plugins
     cfg = HEAD.replace("models:\n", "models:\n" + MODELS.lstrip("\n")) + trust + POOLS
-    return gateway_factory(cfg, mock.url, env={"BUSBAR_STATE_FILE": ""})
+    return gateway_factory(cfg, mock.url, env={"BUSBAR_STATE_FILE": "", "T_ROUTER_KEY": "bbk_router-key"})
 
 
 def chat(gw, pool_name: str, text: str, **kw) -> httpx.Response:
@@ -99,6 +101,14 @@ def test_a_good_answer_orders_its_destination_first(gw, mock) -> None:
     assert (schema["required"], schema["properties"]["destinations"]["items"]["enum"]) == (
         ["destinations", "confidence", "reason"], ["code", "math", "m-chat"])
     assert (routed["temperature"], routed["max_tokens"]) == (0, 256)
+
+
+def test_the_router_presents_its_gateway_key(gw, mock) -> None:
+    mock.script([{"match": {"model": "r-small"}, "response": {"text": answer(["code"], 0.9)}}])
+    assert chat(gw, "gen-keyed", "Fix the build").headers["x-busbar-route-target"] == "m-code"
+    routed, served = mock.requests()
+    assert (routed["body"]["model"], routed["headers"]["authorization"]) == ("r-small", "Bearer bbk_router-key")
+    assert (served["body"]["model"], served["headers"]["authorization"]) == ("m-code", "Bearer sk-test-openai")
 
 
 def test_unknown_names_are_dropped_and_multi_restricts(gw, mock) -> None:
@@ -168,7 +178,7 @@ def _dry_run(gw, pool_name: str, *flags: str) -> dict:
     run = subprocess.run([str(BIN), "route", "--dry-run", "--config", str(gw.config_path), "--pool", pool_name,
                           "--data", json.dumps("Solve x^2 = 9"), "--json", *flags], capture_output=True, text=True,
                          timeout=120, env={**os.environ, "T_OPENAI_KEY": "k", "T_ANTHROPIC_KEY": "k",
-                                           "BUSBAR_LOG": "error", "BUSBAR_STATE_FILE": ""})
+                                           "BUSBAR_LOG": "error", "BUSBAR_STATE_FILE": "", "T_ROUTER_KEY": "bbk_k"})
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout)
 
