@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "plugins" / "busbar-ai-router-hook" / "src"))
 
-from bench_hooks import _pct  # noqa: E402
-from bench_router import _candidates, _payload  # noqa: E402
+from bench_hooks import _pct
+from bench_router import _candidates, _payload
 
-from tests.support.gateway import BusbarProcess  # noqa: E402
+from tests.support.gateway import BusbarProcess
 
 CONFIG = """
 listen: "127.0.0.1:{port}"
