@@ -151,7 +151,7 @@ class AiRouter:
         c = self.c
         s = c.s
         try:
-            state = build_state(request, s.redact, s.max_bytes)
+            state = build_state(request, s.redact, s.max_bytes, s.headers)
             blob = json.dumps(state, sort_keys=True, ensure_ascii=False).encode("utf-8")
             if s.cache_key is not None:
                 key = str(s.cache_key.eval(act).value())

@@ -22,11 +22,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import busbar_sdk.settings_schema as _schema_kw
 from busbar_sdk.rules import RulesError, RuleSet, compile_expr, fields_of, names_of
 
 __all__ = ["Candidate", "Generative", "Settings", "SettingsError", "parse"]
 
 ENGINES = ("decision", "generative")
+#: Does this Busbar project request headers into a hook's projection (the sdk names the schema
+#: keyword that allowlists them)? Without it ``state.headers`` would validate and do nothing: refused.
+HEADERS_PROJECTED = hasattr(_schema_kw, "HEADERS_KEYWORD")
 _GENERATIVE = ("gateway_url", "gateway_key", "pool", "model", "fallback_models", "retry")
 _DECISION_ONLY = ("temperature", "min_margin")
 _TOP = ("engine", "instructions", "candidates", "multi", "min_confidence", "min_margin", "temperature",
@@ -76,6 +80,7 @@ class Settings:
     on_low_confidence: tuple[str, ...]
     fallback_on_low_confidence: bool
     max_bytes: int
+    headers: tuple[str, ...]
     redact: tuple[Any, ...]
     redact_src: tuple[str, ...]
     when: Any
@@ -112,7 +117,8 @@ def _map(raw: dict[str, Any], key: str, known: tuple[str, ...]) -> dict[str, Any
         raise SettingsError(f"settings.{key}: must be a map, found {type(v).__name__}")
     extra = sorted(set(v) - set(known))
     if extra:
-        hint = ("; request headers are not part of the hook projection" if key == "state" and extra[0] == "headers"
+        hint = ("; request headers are not part of the hook projection in this build"
+                if key == "state" and extra[0] == "headers"
                 else "")
         raise SettingsError(f"settings.{key}.{extra[0]}: not a {key} setting (known: {', '.join(known)}){hint}")
     return v
@@ -171,7 +177,10 @@ def parse(raw: Any) -> Settings:
             raise SettingsError("settings.on_low_confidence: set either on_low_confidence or "
                                 "fallback_on_low_confidence: true, not both")
     temperature = _num(raw, "temperature", 0.05, 1e-6, 100.0, "settings")
-    state = _map(raw, "state", ("max_bytes", "redact"))
+    state = _map(raw, "state", ("max_bytes", "redact", "headers") if HEADERS_PROJECTED else ("max_bytes", "redact"))
+    headers = state.get("headers", [])
+    if not isinstance(headers, list) or not all(isinstance(h, str) and h.strip() for h in headers):
+        raise SettingsError("settings.state.headers: must be a list of request header names")
     max_bytes = _int(state, "max_bytes", 8192, 64, "settings.state")
     redact_src = state.get("redact", [])
     if not isinstance(redact_src, list) or not all(isinstance(p, str) for p in redact_src):
@@ -203,6 +212,7 @@ def parse(raw: Any) -> Settings:
         min_confidence=_num(raw, "min_confidence", 0.5, 0.0, 1.0, "settings"),
         min_margin=_num(raw, "min_margin", 0.0, 0.0, 1.0, "settings"), temperature=temperature,
         on_low_confidence=low, fallback_on_low_confidence=fb_low, max_bytes=int(max_bytes or 8192),
+        headers=tuple(dict.fromkeys(h.strip().lower() for h in headers)),
         redact=tuple(redact), redact_src=tuple(redact_src), when=when,
         cache_size=int(_int(cache, "size", 10000, 0, "settings.cache") or 0),
         cache_ttl_s=_num(cache, "ttl", 600, 0, 86400 * 30, "settings.cache"), cache_key=key,
