@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -178,13 +179,14 @@ def test_the_token_budget_counts_the_routers_own_tokens(gw, mock) -> None:
             'to="fallback[0]"} 1.0') in metric(gw, "busbar_router_fallback_total{")
 
 
-def _dry_run(gw, pool_name: str, *flags: str) -> dict:
+def _dry_run(gw, pool_name: str, *flags: str, as_json: bool = True):  # noqa: ANN202 - a dict, or the text lines
     run = subprocess.run([str(BIN), "route", "--dry-run", "--config", str(gw.config_path), "--pool", pool_name,
-                          "--data", json.dumps("Solve x^2 = 9"), "--json", *flags], capture_output=True, text=True,
+                          "--data", json.dumps("Solve x^2 = 9"), *(["--json"] if as_json else []), *flags],
+                         capture_output=True, text=True,
                          timeout=120, env={**os.environ, "T_OPENAI_KEY": "k", "T_ANTHROPIC_KEY": "k",
                                            "BUSBAR_LOG": "error", "BUSBAR_STATE_FILE": "", "T_ROUTER_KEY": "bbk_k"})
     assert run.returncode == 0, run.stderr
-    return json.loads(run.stdout)
+    return json.loads(run.stdout) if as_json else run.stdout.splitlines()
 
 
 def test_route_dry_run_makes_the_routers_call_and_no_model_skips_it(gw, mock) -> None:
@@ -196,6 +198,15 @@ def test_route_dry_run_makes_the_routers_call_and_no_model_skips_it(gw, mock) ->
     assert (explain["destinations"], explain["dropped"], explain["confidence"], explain["reason"]) == (
         ["math"], ["gpt-9"], 0.85, "algebra")
     assert models_called(mock) == ["r-small"]                          # the router's call, nothing else
+    mock.clear()
+    mock.script([{"match": {"model": "r-small"}, "response": {"text": answer(["code"], 0.7, "a loop")}}])
+    lines = _dry_run(gw, "gen", as_json=False)
+    assert lines[2] == "  busbar-ai-router (pools.gen.hooks[0]): order [m-code]"
+    assert [ln for ln in lines if ln.startswith(("      model:", "      reason:", "      calls:", "walk:"))] == [
+        "      model: r-small", "      reason: a loop", "      calls: 1",
+        "walk: m-code, m-math, m-chat (members after the ranked ones: SWRR)"]
+    assert re.fullmatch(r"decision: \d+ µs; 1 call\(s\) by a generative router through the gateway \(--no-model "
+                        r"skips them\); no other upstream call", lines[-1])
     mock.clear()
     out = _dry_run(gw, "gen-multi", "--no-model")
     assert (out["upstream_calls"], out["order"], out["gates"][0]["explain"]["hops"]) == (
