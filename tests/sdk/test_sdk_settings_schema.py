@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from busbar_sdk.artifact import ArtifactError, parse_manifest_bytes
-from busbar_sdk.settings_schema import NO_RULES, SettingsRules, settings_rules
+from busbar_sdk.settings_schema import NO_RULES, GatewayRefs, SettingsRules, gateway_refs, settings_rules
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = {"name": "acme", "alias": "acme", "kind": "hook", "version": "1.0.0", "publisher": "acme",
@@ -39,7 +39,11 @@ def test_no_schema_and_no_keywords_mean_nothing_to_check() -> None:
      'properties.allow: x-busbar-egress-allow needs "type": "array"'),
     ({"a": {"type": "array", "x-busbar-egress-allow": True}, "b": {"type": "array", "x-busbar-egress-allow": True}},
      "x-busbar-egress-allow is on both a and b; one allow-list per plugin"),
-], ids=["not-true", "url-not-string", "allow-not-array", "two-allow-lists"])
+    ({"pool": {"type": "array", "x-busbar-gateway-pool": True}},
+     'properties.pool: x-busbar-gateway-pool needs "type": "string"'),
+    ({"a": {"type": "string", "x-busbar-gateway-pool": True}, "b": {"type": "string", "x-busbar-gateway-pool": True}},
+     "x-busbar-gateway-pool is on both a and b; one gateway pool per plugin"),
+], ids=["not-true", "url-not-string", "allow-not-array", "two-allow-lists", "pool-not-string", "two-pools"])
 def test_a_misused_keyword_is_refused_in_the_schema_and_in_a_manifest(props: dict, error: str) -> None:
     schema = {"type": "object", "properties": props}
     with pytest.raises(ValueError, match="^" + error.replace("(", r"\(").replace(")", r"\)") + "$"):
@@ -48,3 +52,17 @@ def test_a_misused_keyword_is_refused_in_the_schema_and_in_a_manifest(props: dic
     with pytest.raises(ArtifactError) as err:
         parse_manifest_bytes(raw)
     assert err.value.reason == f"manifest.json: field 'settings_schema': {error}"
+
+
+GATEWAY_SCHEMA = {"type": "object", "properties": {
+    "pool": {"type": "string", "x-busbar-gateway-pool": True},
+    "model": {"type": "string", "x-busbar-gateway-model": True},
+    "fallback_models": {"type": "array", "items": {"type": "string", "x-busbar-gateway-model": True}}}}
+
+
+def test_gateway_refs_name_the_pool_and_every_model_by_key_path() -> None:
+    refs = gateway_refs(json.dumps(GATEWAY_SCHEMA), {"pool": "llms", "model": "a", "fallback_models": ["b", 3, "c"]})
+    assert refs == GatewayRefs("pool", "llms", (("model", "a"), ("fallback_models[0]", "b"),
+                                                ("fallback_models[2]", "c")))
+    assert gateway_refs(GATEWAY_SCHEMA, {"pool": 7}) == GatewayRefs("pool", None, ())
+    assert gateway_refs(None, {"pool": "x"}) == GatewayRefs()

@@ -23,6 +23,14 @@ keyword (value ``true``)    meaning
                             gate's ``timeout_ms`` must be at least this value (its ``default`` when
                             the setting is absent): a plugin's own time budget for one decision
                             must fit in the deadline the kernel gives it. :func:`deadline_settings`.
+``x-busbar-gateway-pool``   on a top-level ``"type": "string"`` property (at most one): the plugin
+                            sends requests of its own back into this gateway through the pool it
+                            names; the kernel refuses a name that is not a configured pool, the
+                            pool the instance sits on, and any such setting on a ``global_hooks``
+                            ref (its own requests would fire it again). :func:`gateway_refs`.
+``x-busbar-gateway-model``  on a ``"type": "string"`` schema at any depth: a model the plugin's own
+                            requests name; the kernel refuses one that is not a member model of the
+                            pool the ``x-busbar-gateway-pool`` setting names.
 ``x-busbar-status-metrics`` at the schema's top level (value ``true``): the kernel exports the
                             counters, gauges and quantiles this plugin reports in its ``status``
                             reply on ``/metrics`` as ``busbar_<name>{hook, <labels>}`` (read at
@@ -46,7 +54,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "NO_RULES", "POOL_MEMBER_KEYWORD", "SettingsRules",
+__all__ = ["EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "GATEWAY_MODEL_KEYWORD", "GATEWAY_POOL_KEYWORD",
+           "NO_RULES", "GatewayRefs", "gateway_refs", "POOL_MEMBER_KEYWORD", "SettingsRules",
            "STATUS_METRICS_KEYWORD", "WITHIN_TIMEOUT_KEYWORD", "deadline_settings", "exports_status_metrics",
            "member_names", "settings_rules"]
 
@@ -55,6 +64,8 @@ EGRESS_ALLOW_KEYWORD = "x-busbar-egress-allow"
 POOL_MEMBER_KEYWORD = "x-busbar-pool-member"
 WITHIN_TIMEOUT_KEYWORD = "x-busbar-within-timeout"
 STATUS_METRICS_KEYWORD = "x-busbar-status-metrics"
+GATEWAY_POOL_KEYWORD = "x-busbar-gateway-pool"
+GATEWAY_MODEL_KEYWORD = "x-busbar-gateway-model"
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,8 @@ def settings_rules(schema: str | Mapping[str, Any] | None) -> SettingsRules:
             continue
         desc = prop.get("description")
         descriptions[key] = desc if isinstance(desc, str) else ""
-        for keyword, want in ((EGRESS_URL_KEYWORD, "string"), (EGRESS_ALLOW_KEYWORD, "array")):
+        for keyword, want in ((EGRESS_URL_KEYWORD, "string"), (EGRESS_ALLOW_KEYWORD, "array"),
+                              (GATEWAY_POOL_KEYWORD, "string")):
             if keyword not in prop:
                 continue
             if prop[keyword] is not True:
@@ -121,6 +133,9 @@ def settings_rules(schema: str | Mapping[str, Any] | None) -> SettingsRules:
             if allow is not None:
                 raise ValueError(f"{EGRESS_ALLOW_KEYWORD} is on both {allow} and {key}; one allow-list per plugin")
             allow = key
+    pools = [k for k, p in props.items() if isinstance(p, Mapping) and p.get(GATEWAY_POOL_KEYWORD) is True]
+    if len(pools) > 1:
+        raise ValueError(f"{GATEWAY_POOL_KEYWORD} is on both {pools[0]} and {pools[1]}; one gateway pool per plugin")
     return SettingsRules(tuple(str(r) for r in required if isinstance(r, str)), tuple(urls), allow, descriptions)
 
 
@@ -139,21 +154,52 @@ def member_names(schema: str | Mapping[str, Any] | None, settings: Any) -> list[
     return out
 
 
-def _walk_members(node: Any, value: Any, path: str, out: list[tuple[str, str]]) -> None:
+@dataclass(frozen=True)
+class GatewayRefs:
+    """What a plugin's own requests back into the gateway name (see :func:`gateway_refs`).
+
+    Attributes:
+        pool_key: the top-level key marked ``x-busbar-gateway-pool``, or ``None``.
+        pool: that setting's value when it is a string, else ``None`` (absent or another type).
+        models: every ``x-busbar-gateway-model`` string as ``(key path under settings, value)``.
+    """
+
+    pool_key: str | None = None
+    pool: str | None = None
+    models: tuple[tuple[str, str], ...] = ()
+
+
+def gateway_refs(schema: str | Mapping[str, Any] | None, settings: Any) -> GatewayRefs:
+    """The gateway pool and models an instance's ``settings`` name, by its schema's
+    ``x-busbar-gateway-pool`` / ``x-busbar-gateway-model`` keywords (empty without them)."""
+    if schema is None:
+        return GatewayRefs()
+    node = json.loads(schema) if isinstance(schema, str) else schema
+    props = node.get("properties") if isinstance(node, Mapping) else None
+    key = next((k for k, p in (props or {}).items()
+                if isinstance(p, Mapping) and p.get(GATEWAY_POOL_KEYWORD) is True), None)
+    value = settings.get(key) if key is not None and isinstance(settings, Mapping) else None
+    models: list[tuple[str, str]] = []
+    _walk_members(node, settings, "", models, GATEWAY_MODEL_KEYWORD)
+    return GatewayRefs(key, value if isinstance(value, str) else None, tuple(models))
+
+
+def _walk_members(node: Any, value: Any, path: str, out: list[tuple[str, str]],
+                  keyword: str = POOL_MEMBER_KEYWORD) -> None:
     if not isinstance(node, Mapping):
         return
-    if node.get(POOL_MEMBER_KEYWORD) is True and isinstance(value, str):
+    if node.get(keyword) is True and isinstance(value, str):
         out.append((path, value))
         return
     props = node.get("properties")
     if isinstance(props, Mapping) and isinstance(value, Mapping):
         for key, sub in props.items():
             if key in value:
-                _walk_members(sub, value[key], f"{path}.{key}" if path else key, out)
+                _walk_members(sub, value[key], f"{path}.{key}" if path else key, out, keyword)
     items = node.get("items")
     if isinstance(items, Mapping) and isinstance(value, list):
         for i, item in enumerate(value):
-            _walk_members(items, item, f"{path}[{i}]", out)
+            _walk_members(items, item, f"{path}[{i}]", out, keyword)
 
 
 def deadline_settings(schema: str | Mapping[str, Any] | None, settings: Mapping[str, Any]) -> list[tuple[str, int]]:

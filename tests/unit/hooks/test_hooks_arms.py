@@ -317,3 +317,23 @@ pools:
     took = time.monotonic() - t
     assert r.status == 200 and 0.2 <= took < 0.35
 
+
+
+def test_a_routers_explanation_becomes_the_span_summary_with_the_model_only_when_it_was_asked() -> None:
+    """docs/router.md: the trace's ``busbar.hook.verdict`` names who served, and, when a model was
+    asked, which one and what it said (the generative engine's ``reason``, or the last ``error``)."""
+    from busbar.hooks.chain import _explained
+    from busbar.hooks.reply import Abstain, Arms
+
+    asked = Arms(order=(1,), note={"engine": "generative", "model": "r-small", "served_by": "model",
+                                   "confidence": 0.9, "probabilities": {"code": 0.9}, "reason": "source code",
+                                   "cached": False})
+    assert _explained(asked) == ("order; served_by=model; confidence=0.9; probabilities={'code': 0.9}; cached=False; "
+                                 "model=r-small; reason=source code")
+    failed = Arms(order=(0,), note={"model": "r-small", "error": "r-big: HTTP 500", "served_by": "fallback[0]",
+                                    "hops": [{"from": "ai", "to": "fallback[0]", "reason": "error"}]})
+    assert _explained(failed) == ("order; served_by=fallback[0]; hops=[{'from': 'ai', 'to': 'fallback[0]', "
+                                  "'reason': 'error'}]; model=r-small; error=r-big: HTTP 500")
+    skipped = Abstain(note={"model": "r-small", "skipped": "when_false", "served_by": "swrr"})
+    assert _explained(skipped) == "abstain; served_by=swrr; skipped=when_false"
+    assert _explained(Abstain()) is None

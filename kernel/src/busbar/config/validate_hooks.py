@@ -54,12 +54,14 @@ def _settings(ctx: Any, path: str, ref: HookRef, *, in_global: bool) -> None:
     from busbar.security.egress import settings_faults
 
     schema = schema_of(ref.module)
-    from busbar.hooks.check import deadline_faults, member_faults
+    from busbar.hooks.check import deadline_faults, gateway_faults, member_faults
 
     if not in_global:
         for where, text in member_faults(schema, ref.settings, ctx.cfg, path):
             ctx.err(where, text)
     for where, text in deadline_faults(schema, ref.settings, ref.timeout_ms, path):
+        ctx.err(where, text)
+    for where, text in gateway_faults(schema, ref.settings, ctx.cfg, path, in_global=in_global):
         ctx.err(where, text)
     rules = settings_rules(schema)
     if rules.required or rules.egress_urls:

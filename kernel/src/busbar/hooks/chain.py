@@ -321,8 +321,10 @@ def _explained(answer: Any) -> str | None:
     note = getattr(answer, "note", None)
     if not note:
         return None
-    parts = [f"{k}={note[k]}" for k in ("served_by", "confidence", "probabilities", "hops", "skipped", "cached")
-             if k in note]
+    keys = ["served_by", "confidence", "probabilities", "hops", "skipped", "cached"]
+    if "confidence" in note or "error" in note:
+        keys += ["model", "reason", "error"]        # the model was asked: which one, and what it said
+    parts = [f"{k}={note[k]}" for k in keys if k in note]
     arm = "abstain" if isinstance(answer, Abstain) else ("restrict" if answer.restrict is not None else "order")
     return "; ".join([arm, *parts])
 

@@ -30,7 +30,7 @@ from busbar.hooks.strategies import STRATEGIES
 
 TERMINALS = ("nothing", "weighted", "first", "reject")
 
-__all__ = ["TERMINALS", "check", "iter_refs", "kind_of", "deadline_faults", "member_faults",
+__all__ = ["TERMINALS", "check", "iter_refs", "kind_of", "deadline_faults", "gateway_faults", "member_faults",
            "resolve_fallback"]
 
 
@@ -126,6 +126,37 @@ def _check_schema_refs(cfg: Any, path: str, ref: Any, plugin: Any, err: Any, *, 
             err(where, text)
     for where, text in deadline_faults(schema, ref.settings, ref.timeout_ms, path):
         err(where, text)
+    for where, text in gateway_faults(schema, ref.settings, cfg, path, in_global=in_global):
+        err(where, text)
+
+
+def gateway_faults(schema: Any, settings: Any, cfg: Any, path: str, *, in_global: bool) -> list[tuple[str, str]]:
+    """``(key path, text)`` for the ``x-busbar-gateway-pool``/``-model`` settings of the ref at
+    ``path``: the pool must be configured and must not be the ref's own pool, the ref must not sit
+    in ``global_hooks`` (its own requests would fire it again), and every model must be a member
+    model of that pool."""
+    from busbar_sdk.settings_schema import gateway_refs
+
+    if not isinstance(schema, (str, dict)):
+        return []
+    refs = gateway_refs(schema, settings)
+    if refs.pool is None:
+        return []
+    where = f"{path}.settings.{refs.pool_key}"
+    if in_global:
+        return [(where, "a gate in global_hooks fires on every request, its own calls through pool "
+                        f"'{refs.pool}' included; attach it to a pool's hooks instead")]
+    own = path.split(".")[1]
+    if refs.pool == own:
+        return [(where, f"'{own}' is the pool this gate sits on: its own calls would fire it again; name "
+                        f"another pool")]
+    pool = cfg.pools.get(refs.pool)
+    if pool is None:
+        return [(where, f"'{refs.pool}' is not a configured pool (pools: {', '.join(cfg.pools) or 'none'})")]
+    models = [m.model for m in pool.members]
+    return [(f"{path}.settings.{at}", f"'{name}' is not a member model of pool '{refs.pool}' (models: "
+                                      f"{', '.join(models)}); name one of them")
+            for at, name in refs.models if name not in models]
 
 
 def deadline_faults(schema: Any, settings: Any, timeout_ms: int, path: str) -> list[tuple[str, str]]:

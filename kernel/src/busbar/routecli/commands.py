@@ -4,7 +4,8 @@
   [--json] [--no-model]``: boots the gateway (no listener), builds the projection of the request as
   the data plane would, fires the pool's gates and prints every gate's reply (or its failure and the
   ``on_error`` taken), what a router explained (probabilities, thresholds, fallback hops), the
-  reconcile and the final walk order. No upstream call is made. ``--data`` is ``@file`` or inline
+  reconcile and the final walk order. No upstream call is made, except a generative AI router's own
+  calls through the gateway (counted in ``upstream_calls``). ``--data`` is ``@file`` or inline
   JSON; a JSON string is a prompt. ``--no-model``: routers that would call a model serve from their
   fallback chain instead (``BUSBAR_ROUTER_NO_MODEL=1`` in the plugins' environment).
 - ``busbar hooks test --pool P --cases cases.yaml [--min-accuracy 0.9] [--json]``: runs labelled
@@ -97,7 +98,7 @@ def route_main(argv: list[str]) -> int:
     finally:
         session.close()
     if args.json:
-        print(json.dumps({**decision.to_json(), "upstream_calls": 0}, indent=2))
+        print(json.dumps({**decision.to_json(), "upstream_calls": decision.model_calls}, indent=2))
     else:
         print("\n".join(render(decision, args.protocol)))
     return 0
@@ -126,7 +127,10 @@ def render(d: Decision, protocol: str) -> list[str]:
         lines.append(f"reconcile: policy {d.policy or 'weighted (SWRR)'}; order {', '.join(d.order) or '-'}; "
                      f"excluded {', '.join(d.excluded) or '-'}")
         lines.append(f"walk: {', '.join(d.walk) or '-'}" + (" (members after the ranked ones: SWRR)" if d.walk else ""))
-    lines.append(f"decision: {d.latency_us:.0f} µs; no upstream call was made")
+    calls = d.model_calls
+    lines.append(f"decision: {d.latency_us:.0f} µs; " + (f"{calls} call(s) by a generative router through the "
+                                                         f"gateway (--no-model skips them); no other upstream call"
+                                                         if calls else "no upstream call was made"))
     return lines
 
 

@@ -66,6 +66,12 @@ class Decision:
                 "latency_us": round(self.latency_us, 1)}
 
     @property
+    def model_calls(self) -> int:
+        """Calls a generative router made through the gateway for this decision (its explain ``calls``)."""
+        return sum(int(g["explain"].get("calls", 0)) for g in self.gates
+                   if isinstance(g.get("explain"), dict) and type(g["explain"].get("calls", 0)) is int)
+
+    @property
     def explain(self) -> dict[str, Any] | None:
         """The first gate explanation (a router's probabilities, thresholds, fallback hops)."""
         return next((g["explain"] for g in self.gates if "explain" in g), None)

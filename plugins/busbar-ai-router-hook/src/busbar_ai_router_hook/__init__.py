@@ -1,9 +1,12 @@
 """busbar-ai-router-hook: a gate that asks a model which pool members should serve a request.
 
-docs/router.md#busbar-ai-router-hook. ``engine: decision`` (the default and, in this build, the only
-engine): a local embedding model scores the request's *state* against each candidate's description
-and examples and turns the scores into probabilities with a temperature (:mod:`._decision`); no
-network. Per ``decide``:
+docs/router.md#busbar-ai-router-hook. ``engine: decision`` (the default): a local embedding model
+scores the request's *state* against each candidate's description and examples and turns the
+scores into probabilities with a temperature (:mod:`._decision`); no network. ``engine:
+generative``: a chat model, called through this gateway's own data plane (a member model of
+``settings.pool``, then ``fallback_models``), answers ``{destinations, confidence, reason}``
+(:mod:`._generative`); every move to the next model is counted in
+``ai_model_fallback_total{pool,from,to,reason}``. Per ``decide``:
 
 1. ``when`` (CEL over ``req``) false, the ``prompt: ro`` grant missing, or ``BUSBAR_ROUTER_NO_MODEL``
    set (``busbar route --dry-run --no-model``): the model step is skipped (counted in
@@ -12,10 +15,17 @@ network. Per ``decide``:
    cache (key: a hash of the state, or ``cache.key``, a CEL expression over ``req``); a miss spends
    the budget (over budget: the fallback chain serves, reason ``budget``) and runs the model; a model
    step longer than ``timeout`` ms is discarded (reason ``timeout``), an exception too (``error``).
+   The generative engine checks the budget before each call and spends the reply's
+   ``usage.total_tokens``; its whole chain (retries, backoffs, fallback models) runs within
+   ``timeout``; a chain that ends without an answer hands over with the last reason (``timeout``,
+   ``budget``, ``error``, ``bad_output``).
 3. ``multi: false``: the top candidate wins when its probability is at least ``min_confidence`` and
    leads the runner-up by at least ``min_margin``: ``order`` (every candidate by probability, top
    first). ``multi: true``: ``restrict`` to every candidate at or over ``min_confidence``.
-   Otherwise low confidence: ``on_low_confidence`` (ordered first), or with
+   The generative engine: its self-reported ``confidence`` against ``min_confidence``; ``multi:
+   false`` orders its first destination (the others it named are dropped), ``multi: true``
+   restricts to every destination it named (no ``min_margin``: one confidence). An empty answer is
+   low confidence. Otherwise low confidence: ``on_low_confidence`` (ordered first), or with
    ``fallback_on_low_confidence: true`` (or neither set) the fallback chain, reason ``low_confidence``.
 4. The fallback chain: each ``fallback[i]`` rules configuration in order (``match: first`` orders,
    ``all`` restricts; one that chooses nothing hands over with reason ``no_choice``), ending in the
@@ -44,6 +54,7 @@ import pluggy
 from busbar_sdk.rules import activation, holds, reply_for, req_object
 
 from busbar_ai_router_hook._decision import MODEL_ID, DecisionEngine
+from busbar_ai_router_hook._generative import Answer, GenerativeEngine, StepFailed
 from busbar_ai_router_hook._guards import Budget, DecisionCache
 from busbar_ai_router_hook._settings import Settings, SettingsError, parse
 from busbar_ai_router_hook._state import build_state, state_text
@@ -64,7 +75,15 @@ class _Compiled:
 
     def __init__(self, settings: Settings):
         self.s = settings
-        self.engine = DecisionEngine([(c.name, c.description, c.examples) for c in settings.candidates])
+        self.engine: DecisionEngine | None = None
+        self.gen: GenerativeEngine | None = None
+        if settings.generative is not None:
+            self.gen = GenerativeEngine(settings.generative, settings.candidates, settings.instructions,
+                                        settings.multi)
+            self.model = settings.generative.models[0]
+        else:
+            self.engine = DecisionEngine([(c.name, c.description, c.examples) for c in settings.candidates])
+            self.model = MODEL_ID
         self.cache = DecisionCache(settings.cache_size, settings.cache_ttl_s)
         self.budget = Budget(settings.max_calls_per_minute, settings.max_tokens_per_hour)
 
@@ -81,6 +100,7 @@ class AiRouter:
         self.settings_version = 0
         self.lock = threading.Lock()
         self.fallbacks: Counter[tuple[str, str, str, str]] = Counter()
+        self.model_fallbacks: Counter[tuple[str, str, str, str]] = Counter()
         self.skipped: Counter[tuple[str, str]] = Counter()
         self.served: Counter[str] = Counter()
         self.cache_hits: Counter[str] = Counter()
@@ -95,7 +115,7 @@ class AiRouter:
         request = payload.get("request") or {}
         cands = payload.get("candidates") or []
         pool = str(request.get("pool", ""))
-        explain: dict[str, Any] = {"engine": s.engine, "model": MODEL_ID}
+        explain: dict[str, Any] = {"engine": s.engine, "model": c.model}
         req = req_object(request, cands, s.req_fields)
         act = activation(req)
         reason: str | None = None
@@ -131,31 +151,46 @@ class AiRouter:
         c = self.c
         s = c.s
         try:
-            state = build_state(request, s.redact, s.max_bytes)
+            state = build_state(request, s.redact, s.max_bytes, s.headers)
             blob = json.dumps(state, sort_keys=True, ensure_ascii=False).encode("utf-8")
             if s.cache_key is not None:
                 key = str(s.cache_key.eval(act).value())
             else:
                 key = hashlib.sha256(blob).hexdigest()
-            scores = c.cache.get(key)
-            if scores is not None:
+            hit = c.cache.get(key)
+            if hit is not None:
                 explain["cached"] = True
                 with self.lock:
                     self.cache_hits[pool] += 1
+            elif c.gen is not None:
+                deadline = time.monotonic() + s.timeout_ms / 1000
+                try:
+                    hit = c.gen.ask(blob.decode("utf-8"), deadline, c.budget,
+                                    lambda frm, to, why: self._count_model_fallback(pool, frm, to, why))
+                except StepFailed as e:
+                    explain["error"] = e.detail or e.reason
+                    return e.reason, {}
+                c.cache.put(key, hit)
+                explain["cached"] = False
             else:
                 if not c.budget.allow():
                     return "budget", {}
                 started = time.perf_counter()
                 current, history = state_text(state)
-                scores = c.engine.scores(current, history)
+                assert c.engine is not None
+                hit = c.engine.scores(current, history)
                 c.budget.spend(max(1, len(blob) // 4))
                 if (time.perf_counter() - started) * 1e3 > s.timeout_ms:
                     return "timeout", {}
-                c.cache.put(key, scores)
+                c.cache.put(key, hit)
                 explain["cached"] = False
         except Exception as e:  # noqa: BLE001 - a broken model step never fails the request
             explain["error"] = f"{type(e).__name__}: {e}"
             return "error", {}
+        if isinstance(hit, Answer):
+            return self._generative_verdict(hit, explain, cands)
+        scores: dict[str, float] = hit
+        assert c.engine is not None
         probs = c.engine.probabilities(scores, s.temperature)
         ranked = sorted(probs, key=lambda n: -probs[n])
         top = probs[ranked[0]]
@@ -180,6 +215,35 @@ class AiRouter:
                 if order:
                     explain["served_by"] = "model"
                     return None, order
+        return self._low_confidence(explain, cands)
+
+    def _generative_verdict(self, a: Answer, explain: dict[str, Any],
+                            cands: list[dict[str, Any]]) -> tuple[str | None, dict[str, Any]]:
+        """Thresholds over a generative answer (see the module docstring, step 3)."""
+        s = self.c.s
+        chosen = a.destinations if s.multi else a.destinations[:1]
+        explain.update(model=a.model, lane=a.lane, destinations=a.destinations, confidence=round(a.confidence, 4),
+                       reason=a.reason)
+        if not explain.get("cached"):
+            explain.update(calls=a.calls, tokens=a.tokens)
+        dropped = a.dropped + ([] if s.multi else a.destinations[1:])
+        if dropped:
+            explain["dropped"] = dropped
+        explain["probabilities"] = {n: round(a.confidence, 4) for n in chosen}
+        ok = bool(chosen) and a.confidence >= s.min_confidence
+        cmp = ">=" if a.confidence >= s.min_confidence else "<"
+        explain["verdict"] = (f"{', '.join(chosen) or 'nothing'} at confidence {a.confidence:.3f} {cmp} "
+                              f"min_confidence {s.min_confidence:g}")
+        if ok:
+            reply = reply_for(chosen, "restrict" if s.multi else "order", cands)
+            if reply:
+                explain["served_by"] = "model"
+                return None, reply
+        return self._low_confidence(explain, cands)
+
+    def _low_confidence(self, explain: dict[str, Any],
+                        cands: list[dict[str, Any]]) -> tuple[str | None, dict[str, Any]]:
+        s = self.c.s
         if s.on_low_confidence:
             order = reply_for(s.on_low_confidence, "order", cands)
             if order:
@@ -207,6 +271,10 @@ class AiRouter:
         explain["hops"] = hops
         return {}, "swrr"
 
+    def _count_model_fallback(self, pool: str, frm: str, to: str, reason: str) -> None:
+        with self.lock:
+            self.model_fallbacks[(pool, frm, to, reason)] += 1
+
     def _count_hops(self, pool: str, hops: list[dict[str, str]]) -> None:
         with self.lock:
             for h in hops:
@@ -221,7 +289,10 @@ class AiRouter:
             new = _Compiled(parse(settings))
         except SettingsError as e:
             return {"error": f"busbar-ai-router-hook: {e}"}
+        old = self.c
         self.c, self.settings, self.settings_version = new, dict(settings), int(version or 0)
+        if old.gen is not None:
+            old.gen.close()
         return {"ack": {"settings_version": version}}
 
     def status(self) -> dict[str, Any]:
@@ -230,6 +301,10 @@ class AiRouter:
                 {"name": "router_fallback_total", "type": "counter", "value": n,
                  "labels": {"pool": p, "from": f, "to": t, "reason": r}, "help": "fallback hops"}
                 for (p, f, t, r), n in sorted(self.fallbacks.items())][:32]
+            metrics += [{"name": "ai_model_fallback_total", "type": "counter", "value": n,
+                         "labels": {"pool": p, "from": f, "to": t, "reason": r},
+                         "help": "moves to the next model of the generative chain"}
+                        for (p, f, t, r), n in sorted(self.model_fallbacks.items())][:16]
             metrics += [{"name": "router_skipped_total", "type": "counter", "value": n,
                          "labels": {"pool": p, "reason": r}, "help": "model steps skipped"}
                         for (p, r), n in sorted(self.skipped.items())][:8]

@@ -3,21 +3,39 @@
 ``parse(raw) -> Settings`` raises :class:`SettingsError` (``settings.candidates[2].name: ...``,
 ``settings.when: CEL: ...``, ``settings.state.redact[0]: ...``, ``settings.fallback[1].rules[0].when:
 CEL: ...``). What the kernel checks at boot from the settings schema (every name is a member of the
-pool; ``timeout`` within the gate's ``timeout_ms``) is not repeated here.
+pool; ``timeout`` within the gate's ``timeout_ms``; the generative engine's ``pool`` is another
+configured pool, not on a ``global_hooks`` ref, and ``model``/``fallback_models`` are its member
+models) is not repeated here.
+
+``engine: generative`` adds ``gateway_url`` (the gateway's own data listener: a loopback
+``http(s)://`` URL), ``gateway_key`` (optional ``{env: NAME}`` or ``{file: PATH}``, resolved here,
+at configure), ``pool``, ``model``, ``fallback_models`` and ``retry: {attempts, backoff, max}``
+(milliseconds); it refuses ``temperature`` and ``min_margin`` (one self-reported confidence: no
+softmax, no runner-up), and ``engine: decision`` refuses the generative keys.
 """
 from __future__ import annotations
 
+import ipaddress
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import busbar_sdk.settings_schema as _schema_kw
 from busbar_sdk.rules import RulesError, RuleSet, compile_expr, fields_of, names_of
 
-__all__ = ["Candidate", "Settings", "SettingsError", "parse"]
+__all__ = ["Candidate", "Generative", "Settings", "SettingsError", "parse"]
 
-ENGINES = ("decision",)
+ENGINES = ("decision", "generative")
+#: Does this Busbar project request headers into a hook's projection (the sdk names the schema
+#: keyword that allowlists them)? Without it ``state.headers`` would validate and do nothing: refused.
+HEADERS_PROJECTED = hasattr(_schema_kw, "HEADERS_KEYWORD")
+_GENERATIVE = ("gateway_url", "gateway_key", "pool", "model", "fallback_models", "retry")
+_DECISION_ONLY = ("temperature", "min_margin")
 _TOP = ("engine", "instructions", "candidates", "multi", "min_confidence", "min_margin", "temperature",
         "on_low_confidence", "fallback_on_low_confidence", "state", "when", "cache", "budget", "timeout",
-        "fallback")
+        "fallback", *_GENERATIVE)
 
 
 class SettingsError(ValueError):
@@ -34,6 +52,21 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Generative:
+    """The generative engine's call: ``url`` (the gateway's Chat Completions endpoint), ``key`` (its
+    bearer key or ``None``), ``pool``, ``models`` (``model`` then ``fallback_models``), and the
+    per-model retry (``attempts``; ``backoff_ms`` doubling per attempt up to ``max_backoff_ms``)."""
+
+    url: str
+    key: str | None
+    pool: str
+    models: tuple[str, ...]
+    attempts: int
+    backoff_ms: int
+    max_backoff_ms: int
+
+
+@dataclass(frozen=True)
 class Settings:
     """A validated configuration (units: ``timeout_ms`` milliseconds, ``cache_ttl_s`` seconds)."""
 
@@ -47,6 +80,7 @@ class Settings:
     on_low_confidence: tuple[str, ...]
     fallback_on_low_confidence: bool
     max_bytes: int
+    headers: tuple[str, ...]
     redact: tuple[Any, ...]
     redact_src: tuple[str, ...]
     when: Any
@@ -58,6 +92,7 @@ class Settings:
     timeout_ms: int
     fallback: tuple[RuleSet, ...]
     req_fields: frozenset[str]
+    generative: Generative | None = None
 
 
 def _num(raw: dict[str, Any], key: str, default: float, lo: float, hi: float, where: str) -> float:
@@ -82,7 +117,8 @@ def _map(raw: dict[str, Any], key: str, known: tuple[str, ...]) -> dict[str, Any
         raise SettingsError(f"settings.{key}: must be a map, found {type(v).__name__}")
     extra = sorted(set(v) - set(known))
     if extra:
-        hint = ("; request headers are not part of the hook projection" if key == "state" and extra[0] == "headers"
+        hint = ("; request headers are not part of the hook projection in this build"
+                if key == "state" and extra[0] == "headers"
                 else "")
         raise SettingsError(f"settings.{key}.{extra[0]}: not a {key} setting (known: {', '.join(known)}){hint}")
     return v
@@ -97,8 +133,13 @@ def parse(raw: Any) -> Settings:
         raise SettingsError(f"settings.{extra[0]}: not an AI router setting (known: {', '.join(sorted(_TOP))})")
     engine = raw.get("engine", "decision")
     if engine not in ENGINES:
-        raise SettingsError(f"settings.engine: '{engine}' is not an engine of this build (decision); the "
-                            f"generative engine is not available yet")
+        raise SettingsError(f"settings.engine: '{engine}' is not an engine (decision, generative)")
+    wrong = [k for k in (_DECISION_ONLY if engine == "generative" else _GENERATIVE) if k in raw]
+    if wrong:
+        why = ("the generative engine reports one confidence (no softmax, no runner-up)" if engine == "generative"
+               else "it configures engine: generative")
+        raise SettingsError(f"settings.{wrong[0]}: not a setting of engine: {engine} ({why})")
+    generative = _generative(raw) if engine == "generative" else None
     cands = raw.get("candidates")
     if not isinstance(cands, list) or len(cands) < 2:
         raise SettingsError("settings.candidates: must list at least two { name, description, examples? } maps")
@@ -136,7 +177,10 @@ def parse(raw: Any) -> Settings:
             raise SettingsError("settings.on_low_confidence: set either on_low_confidence or "
                                 "fallback_on_low_confidence: true, not both")
     temperature = _num(raw, "temperature", 0.05, 1e-6, 100.0, "settings")
-    state = _map(raw, "state", ("max_bytes", "redact"))
+    state = _map(raw, "state", ("max_bytes", "redact", "headers") if HEADERS_PROJECTED else ("max_bytes", "redact"))
+    headers = state.get("headers", [])
+    if not isinstance(headers, list) or not all(isinstance(h, str) and h.strip() for h in headers):
+        raise SettingsError("settings.state.headers: must be a list of request header names")
     max_bytes = _int(state, "max_bytes", 8192, 64, "settings.state")
     redact_src = state.get("redact", [])
     if not isinstance(redact_src, list) or not all(isinstance(p, str) for p in redact_src):
@@ -168,10 +212,76 @@ def parse(raw: Any) -> Settings:
         min_confidence=_num(raw, "min_confidence", 0.5, 0.0, 1.0, "settings"),
         min_margin=_num(raw, "min_margin", 0.0, 0.0, 1.0, "settings"), temperature=temperature,
         on_low_confidence=low, fallback_on_low_confidence=fb_low, max_bytes=int(max_bytes or 8192),
+        headers=tuple(dict.fromkeys(h.strip().lower() for h in headers)),
         redact=tuple(redact), redact_src=tuple(redact_src), when=when,
         cache_size=int(_int(cache, "size", 10000, 0, "settings.cache") or 0),
         cache_ttl_s=_num(cache, "ttl", 600, 0, 86400 * 30, "settings.cache"), cache_key=key,
         max_calls_per_minute=_int(budget, "max_calls_per_minute", None, 0, "settings.budget"),
         max_tokens_per_hour=_int(budget, "max_tokens_per_hour", None, 0, "settings.budget"),
         timeout_ms=int(_int(raw, "timeout", 1000, 1, "settings") or 1000), fallback=fallback,
-        req_fields=fields_of([raw.get("when", ""), cache.get("key", "")]).union(*(f.fields for f in fallback)))
+        req_fields=fields_of([raw.get("when", ""), cache.get("key", "")]).union(*(f.fields for f in fallback)),
+        generative=generative)
+
+
+def _secret(ref: Any, where: str) -> str:
+    """``{env: NAME}`` or ``{file: PATH}`` resolved to a non-empty value (whitespace trimmed)."""
+    if not isinstance(ref, dict) or len(ref) != 1 or not isinstance(next(iter(ref.values())), str):
+        raise SettingsError(f"{where}: must be {{ env: NAME }} or {{ file: PATH }} (a key is never written "
+                            f"into the config)")
+    kind, name = next(iter(ref.items()))
+    if kind == "env":
+        value = os.environ.get(name, "").strip()
+        if not value:
+            raise SettingsError(f"{where}: environment variable {name} is not set or empty")
+        return value
+    if kind == "file":
+        try:
+            value = Path(name).read_text("utf-8").strip()
+        except OSError as e:
+            raise SettingsError(f"{where}: cannot read {name}: {e.strerror}") from None
+        if not value:
+            raise SettingsError(f"{where}: secret file {name} is empty")
+        return value
+    raise SettingsError(f"{where}: '{kind}' is not a secret source (env, file)")
+
+
+def _loopback_url(raw: Any) -> str:
+    """``gateway_url`` checked: ``http(s)://`` to a loopback address; returns the Chat Completions URL."""
+    where = "settings.gateway_url"
+    if not isinstance(raw, str):
+        raise SettingsError(f"{where}: required by engine: generative (the gateway's own data listener, e.g. "
+                            f"http://127.0.0.1:8080)")
+    parts = urlsplit(raw)
+    host = parts.hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if parts.scheme not in ("http", "https") or not loopback or parts.query or parts.fragment:
+        raise SettingsError(f"{where}: '{raw}' is not this gateway's own listener; use http(s)://127.0.0.1:<port> "
+                            f"(a loopback address: the router's calls go through this gateway's pools)")
+    return raw.rstrip("/") + "/v1/chat/completions"
+
+
+def _generative(raw: dict[str, Any]) -> Generative:
+    url = _loopback_url(raw.get("gateway_url"))
+    key = _secret(raw["gateway_key"], "settings.gateway_key") if "gateway_key" in raw else None
+    pool = raw.get("pool")
+    if not isinstance(pool, str) or not pool:
+        raise SettingsError("settings.pool: required by engine: generative (the pool the router's own calls go "
+                            "through)")
+    model = raw.get("model")
+    if not isinstance(model, str) or not model:
+        raise SettingsError("settings.model: required by engine: generative (a member model of settings.pool)")
+    fb = raw.get("fallback_models", [])
+    if not isinstance(fb, list) or not all(isinstance(m, str) and m for m in fb):
+        raise SettingsError("settings.fallback_models: must be a list of member models of settings.pool")
+    models = (model, *fb)
+    dup = next((m for m in models if models.count(m) > 1), None)
+    if dup is not None:
+        raise SettingsError(f"settings.fallback_models: '{dup}' is named twice (model and fallback_models)")
+    retry = _map(raw, "retry", ("attempts", "backoff", "max"))
+    return Generative(url, key, pool, models,
+                      attempts=int(_int(retry, "attempts", 2, 1, "settings.retry") or 2),
+                      backoff_ms=int(_int(retry, "backoff", 50, 0, "settings.retry") or 0),
+                      max_backoff_ms=int(_int(retry, "max", 1000, 0, "settings.retry") or 0))

@@ -1,12 +1,15 @@
 """The state: what the model reads, built from the request's prompt projection.
 
-``build_state(request, settings) -> dict``: ``{"system"?: str, "messages": [{"role", "text"}]}`` from
-the ``prompt: ro`` projection, with every ``state.redact`` JSONPath removed first, then cut to
-``state.max_bytes`` (UTF-8 bytes of its compact JSON): the oldest turns go first, then the system
-text, and only then is the current (last) message shortened (its head kept). The state is data:
-the router's ``instructions`` are never part of it.
+``build_state(request, redact, max_bytes, headers) -> dict``: ``{"system"?: str, "headers"?: {name:
+value}, "messages": [{"role", "text"}]}`` from the ``prompt: ro`` projection (``headers``: the
+allowlisted ``state.headers`` the request carries, from the projection's ``request.headers``), with
+every ``state.redact`` JSONPath removed first, then cut to ``state.max_bytes`` (UTF-8 bytes of its
+compact JSON): the oldest turns go first, then the system text, then the headers, and only then is
+the current (last) message shortened (its head kept). The state is data: the router's
+``instructions`` are never part of it.
 
-``state_text(state) -> (current, history)``: the text of the last message and of everything before it.
+``state_text(state) -> (current, history)``: the text of the last message and of everything before
+it (the headers as ``name: value`` lines first).
 """
 from __future__ import annotations
 
@@ -22,23 +25,31 @@ def state_bytes(state: Mapping[str, Any]) -> int:
     return len(json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
-def build_state(request: Mapping[str, Any], redact: tuple[Any, ...], max_bytes: int) -> dict[str, Any]:
+def build_state(request: Mapping[str, Any], redact: tuple[Any, ...], max_bytes: int,
+                headers: tuple[str, ...] = ()) -> dict[str, Any]:
     """See the module docstring."""
     state: dict[str, Any] = {}
     if request.get("system"):
         state["system"] = str(request["system"])
+    seen = request.get("headers")
+    if headers and isinstance(seen, Mapping):
+        picked = {h: str(seen[h]) for h in headers if h in seen}
+        if picked:
+            state["headers"] = picked
     state["messages"] = [{"role": str(m.get("role", "")), "text": str(m.get("text", ""))}
                          for m in request.get("messages") or []]
     for path in redact:
         path.filter(lambda _v: True, state)
     if "messages" not in state or not isinstance(state["messages"], list):
         state["messages"] = []
-    if sum(len(m["text"]) for m in state["messages"]) * 4 + len(state.get("system", "")) * 4 + 256 < max_bytes:
+    extra = len(state.get("system", "")) + sum(len(k) + len(v) + 6 for k, v in (state.get("headers") or {}).items())
+    if sum(len(m["text"]) for m in state["messages"]) * 4 + extra * 4 + 256 < max_bytes:
         return state                # surely within max_bytes (4 UTF-8 bytes per character at most): no JSON
     while state_bytes(state) > max_bytes and len(state["messages"]) > 1:
         state["messages"].pop(0)
-    if state_bytes(state) > max_bytes and "system" in state:
-        del state["system"]
+    for part in ("system", "headers"):
+        if state_bytes(state) > max_bytes and part in state:
+            del state[part]
     over = state_bytes(state) - max_bytes
     if over > 0 and state["messages"]:
         last = state["messages"][-1]
@@ -54,5 +65,7 @@ def state_text(state: Mapping[str, Any]) -> tuple[str, str]:
     """``(current message text, history text)`` of a state."""
     msgs = state.get("messages") or []
     current = str(msgs[-1].get("text", "")) if msgs else ""
-    history = [str(state.get("system", ""))] + [str(m.get("text", "")) for m in msgs[:-1]]
+    hdrs = state.get("headers")
+    history = [f"{k}: {v}" for k, v in (hdrs.items() if isinstance(hdrs, Mapping) else ())]
+    history += [str(state.get("system", ""))] + [str(m.get("text", "")) for m in msgs[:-1]]
     return current, "\n".join(h for h in history if h)

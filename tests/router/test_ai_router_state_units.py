@@ -1,0 +1,103 @@
+"""busbar-ai-router-hook pieces without a gateway: the state (headers, redaction, the max_bytes cut order)
+and the generative engine's answer decoder (unknown names dropped, bad output refused).
+
+The plugin is imported from its source tree for this module only (and forgotten after), so tests that
+load the signed tarball in-process are not refused for a package the environment could import.
+
+Source: docs/router.md#busbar-ai-router-hook, docs/router.md#the-generative-engine.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+SRC = str(Path(__file__).resolve().parents[2] / "plugins" / "busbar-ai-router-hook" / "src")
+
+
+@pytest.fixture(scope="module")
+def mods() -> Iterator[SimpleNamespace]:
+    sys.path.insert(0, SRC)
+    try:
+        from busbar_ai_router_hook import _generative, _settings, _state
+
+        yield SimpleNamespace(state=_state, gen=_generative, settings=_settings)
+    finally:
+        sys.path.remove(SRC)
+        for name in [m for m in sys.modules if m == "busbar_ai_router_hook" or m.startswith("busbar_ai_router_hook.")]:
+            del sys.modules[name]
+
+
+def test_allowlisted_headers_join_the_state_and_redaction_applies_to_them(mods) -> None:
+    from jsonpath_ng.ext import parse
+
+    request = {"system": "be brief", "headers": {"x-tier": "gold", "x-secret": "s3", "x-other": "no"},
+               "messages": [{"role": "user", "text": "hi"}]}
+    state = mods.state.build_state(request, (parse('$.headers."x-secret"'),), 8192, ("x-tier", "x-secret", "x-gone"))
+    assert state == {"system": "be brief", "headers": {"x-tier": "gold"}, "messages": [{"role": "user", "text": "hi"}]}
+    assert mods.state.state_text(state) == ("hi", "x-tier: gold\nbe brief")
+    assert "headers" not in mods.state.build_state(request, (), 8192, ())
+
+
+def test_the_cut_drops_old_turns_then_system_then_headers_before_the_current_message(mods) -> None:
+    request = {"system": "s" * 40, "headers": {"x-tier": "t" * 40},
+               "messages": [{"role": "user", "text": "old " * 30}, {"role": "assistant", "text": "mid " * 30},
+                            {"role": "user", "text": "now " * 20}]}
+    sizes = []
+    for max_bytes in (400, 300, 200, 130, 100):
+        state = mods.state.build_state(request, (), max_bytes, ("x-tier",))
+        assert mods.state.state_bytes(state) <= max_bytes
+        sizes.append((sorted(k for k in state if k != "messages"), len(state["messages"]),
+                      len(state["messages"][-1]["text"])))
+    assert sizes == [(["headers", "system"], 2, 80), (["headers", "system"], 1, 80), (["headers"], 1, 80),
+                     ([], 1, 80), ([], 1, 52)]
+
+
+@pytest.mark.parametrize(("content", "error"), [
+    ("Hello from r-small.", "not JSON: 'Hello from r-small.'"),
+    ("[1]", "not a JSON object"),
+    ('{"destinations": "code", "confidence": 1, "reason": ""}', "destinations: not a list of names"),
+    ('{"destinations": ["code"], "confidence": 1.5, "reason": ""}', "confidence: 1.5 is not a number in 0..1"),
+    ('{"destinations": ["code"], "confidence": true, "reason": ""}', "confidence: True is not a number in 0..1"),
+    ('{"destinations": ["gpt-9"], "confidence": 0.9, "reason": ""}', "no candidate named (only gpt-9)"),
+    (None, "the reply has no text content"),
+])
+def test_bad_output_is_refused_with_its_reason(mods, content, error) -> None:
+    with pytest.raises(ValueError) as e:
+        mods.gen.parse_answer(content, ("code", "math"))
+    assert str(e.value) == error
+
+
+def test_unknown_names_are_dropped_and_duplicates_kept_once(mods) -> None:
+    a = mods.gen.parse_answer(json.dumps({"destinations": ["math", "gpt-9", "math", "code"], "confidence": 0.75,
+                                          "reason": "both"}), ("code", "math"))
+    assert (a.destinations, a.dropped, a.confidence, a.reason) == (["math", "code"], ["gpt-9"], 0.75, "both")
+    empty = mods.gen.parse_answer('{"destinations": [], "confidence": 0.2, "reason": "unsure"}', ("code",))
+    assert (empty.destinations, empty.dropped) == ([], [])
+
+
+def test_settings_name_the_generative_faults(mods) -> None:
+    base = {"engine": "generative", "gateway_url": "http://127.0.0.1:8080", "pool": "llms", "model": "a",
+            "candidates": [{"name": "x", "description": "X"}, {"name": "y", "description": "Y"}]}
+    s = mods.settings.parse(base | {"fallback_models": ["b"], "retry": {"attempts": 3, "backoff": 5, "max": 20}})
+    assert s.generative == mods.settings.Generative("http://127.0.0.1:8080/v1/chat/completions", None, "llms",
+                                                    ("a", "b"), 3, 5, 20)
+    for extra, error in [
+        ({"fallback_models": ["a"]}, "settings.fallback_models: 'a' is named twice (model and fallback_models)"),
+        ({"retry": {"attempts": 0}}, "settings.retry.attempts: must be an integer >= 1, found 0"),
+        ({"retry": {"jitter": 1}}, "settings.retry.jitter: not a retry setting (known: attempts, backoff, max)"),
+        ({"gateway_url": "http://[::1]:8080/x?y=1"}, "settings.gateway_url: 'http://[::1]:8080/x?y=1' is not this "
+         "gateway's own listener; use http(s)://127.0.0.1:<port> (a loopback address: the router's calls go through "
+         "this gateway's pools)"),
+        ({"gateway_key": "sk-literal"}, "settings.gateway_key: must be { env: NAME } or { file: PATH } (a key is "
+         "never written into the config)"),
+        ({"min_margin": 0.1}, "settings.min_margin: not a setting of engine: generative (the generative engine "
+         "reports one confidence (no softmax, no runner-up))"),
+    ]:
+        with pytest.raises(mods.settings.SettingsError) as e:
+            mods.settings.parse(base | extra)
+        assert str(e.value) == error
