@@ -22,6 +22,9 @@ pools:
   crashy:
     hooks: [ { module: scripted, timeout_ms: 2000, on_error: first, settings: { mode: crash } } ]
     members: [ { model: oa-a } ]
+  rewritten:
+    hooks: [ { module: scripted, timeout_ms: 2000, prompt: rw, settings: { mode: rewrite, text: "compressed" } } ]
+    members: [ { model: oa-a } ]
   plain: { members: [ { model: oa-a } ] }
 """
 FAMILY = "busbar_hook_decision_duration_seconds"
@@ -48,6 +51,7 @@ def test_every_gate_call_is_observed_with_its_outcome(gw):
     assert [_chat(gw, "ordered").status_code for _ in range(3)] == [200, 200, 200]
     assert [_chat(gw, "slow-open").status_code for _ in range(2)] == [200, 200]
     assert _chat(gw, "crashy").status_code == 200
+    assert [_chat(gw, "rewritten").status_code for _ in range(2)] == [200, 200]   # the transform pass
     assert _chat(gw, "plain").status_code == 200            # no gate: nothing observed
     text = httpx.get(gw.url + "/metrics").text
     s = _series(text)
@@ -56,6 +60,7 @@ def test_every_gate_call_is_observed_with_its_outcome(gw):
         f'{FAMILY}_count{{hook="scripted",outcome="ok",pool="ordered"}}': 3.0,
         f'{FAMILY}_count{{hook="scripted",outcome="timeout",pool="slow-open"}}': 2.0,
         f'{FAMILY}_count{{hook="scripted",outcome="error",pool="crashy"}}': 1.0,
+        f'{FAMILY}_count{{hook="scripted",outcome="ok",pool="rewritten"}}': 2.0,
     }
     assert f"# TYPE {FAMILY} histogram" in text
     # a timed-out call is observed at its cut: at least timeout_ms, within the hard deadline (+ slack)
