@@ -122,7 +122,8 @@ def test_open_admin_refuses_a_rebound_host_and_cross_site_origins(admin_gateway:
                  "localhost.:x", "user@localhost"):
         r = httpx.post(apply_url, headers={"host": host}, content=b"{}")
         assert (r.status_code, r.json(), r.headers["connection"]) == (403, OPEN_HOST, "close"), host
-    for origin in ("http://evil.example", f"http://localhost:{port + 1}", "null", f"https://127.0.0.1:{port}"):
+    for origin in ("http://evil.example", f"http://localhost:{port + 1}", "null", f"http://localhost:{port}",
+                   f"ftp://127.0.0.1:{port}"):
         r = httpx.post(apply_url, headers={"origin": origin})
         assert (r.status_code, r.json()) == (403, OPEN_ORIGIN), origin
     r = httpx.get(g.admin + PREFIX + "/info", headers={"sec-fetch-site": "cross-site"})
@@ -131,9 +132,9 @@ def test_open_admin_refuses_a_rebound_host_and_cross_site_origins(admin_gateway:
     for host in (f"127.0.0.1:{port}", f"localhost:{port}", "LOCALHOST", f"[::1]:{port}", "127.1.2.3"):
         r = httpx.get(g.admin + PREFIX + "/info", headers={"host": host})
         assert (r.status_code, r.json()["admin_api_version"]) == (200, "1.0.0"), host
-    r = httpx.get(g.admin + PREFIX + "/info", headers={"origin": f"http://127.0.0.1:{port}",
-                                                       "sec-fetch-site": "same-origin"})
-    assert r.status_code == 200
+    for origin in (f"http://127.0.0.1:{port}", f"HTTPS://127.0.0.1:{port}"):     # this listener, either scheme
+        r = httpx.get(g.admin + PREFIX + "/info", headers={"origin": origin, "sec-fetch-site": "same-origin"})
+        assert r.status_code == 200, origin
 
 
 def test_a_token_protected_admin_api_does_not_check_host(admin_gateway: Callable[..., AdminGateway]) -> None:

@@ -7,7 +7,7 @@ app (``busbar.admin.app``). For every HTTP request except ``GET /healthz``:
    a hostile page reaching the listener through DNS rebinding sends its own name as ``Host``, and a
    cross-site page sends its ``Origin``. So the request's ``Host`` (when sent) must name ``localhost``,
    a loopback literal or the ``admin_listen`` host, else ``403 forbidden`` (:data:`OPEN_HOST_REFUSED`);
-   an ``Origin`` must be this listener's own (``<scheme>://<Host>``) and ``Sec-Fetch-Site`` may not be
+   an ``Origin`` must name this listener (``http(s)://<Host>``) and ``Sec-Fetch-Site`` may not be
    ``cross-site`` / ``same-site``, else ``403 forbidden`` (:data:`OPEN_ORIGIN_REFUSED`). Both before
    any body is read (``connection: close`` when one was announced);
 1. the credential (``busbar.admin.principal.credential_of``) must authenticate, else ``401
@@ -69,10 +69,17 @@ def _allowed_host(host: str, listen_host: str) -> bool:
         return False
 
 
-def open_mode_refusal(headers: Headers, scheme: str, listen_host: str) -> str | None:
+def _same_listener(origin: str, host: str) -> bool:
+    """Does ``origin`` (``scheme://host[:port]``) name the listener the ``Host`` header names? The
+    scheme is not compared (TLS or not, only this listener serves that host and port)."""
+    scheme, sep, netloc = origin.strip().lower().partition("://")
+    return bool(sep) and scheme in ("http", "https") and netloc == host.strip().lower()
+
+
+def open_mode_refusal(headers: Headers, listen_host: str) -> str | None:
     """Why an open admin API refuses a request with ``headers`` (:data:`OPEN_HOST_REFUSED` or
-    :data:`OPEN_ORIGIN_REFUSED`), or ``None`` when it may proceed. ``scheme``: ``http`` | ``https``;
-    ``listen_host``: the ``admin_listen`` host. A request without ``Host`` is not a browser's and
+    :data:`OPEN_ORIGIN_REFUSED`), or ``None`` when it may proceed. ``listen_host``: the
+    ``admin_listen`` host. A request without ``Host`` is not a browser's and
     proceeds."""
     raw_host = headers.get("host")
     if raw_host is not None:
@@ -80,7 +87,7 @@ def open_mode_refusal(headers: Headers, scheme: str, listen_host: str) -> str | 
         if host is None or not _allowed_host(host, listen_host):
             return OPEN_HOST_REFUSED
     origin = headers.get("origin")
-    if origin is not None and (raw_host is None or origin.strip().lower() != f"{scheme}://{raw_host.strip().lower()}"):
+    if origin is not None and (raw_host is None or not _same_listener(origin, raw_host)):
         return OPEN_ORIGIN_REFUSED
     if headers.get("sec-fetch-site", "").strip().lower() in ("cross-site", "same-site"):
         return OPEN_ORIGIN_REFUSED
@@ -112,7 +119,7 @@ class AdminGuard:
         headers = Headers(scope=scope)
         body_announced = _announces_body(headers)
         if ctx.auth.open:
-            refused = open_mode_refusal(headers, scope.get("scheme", "http"), self._listen_host(ctx))
+            refused = open_mode_refusal(headers, self._listen_host(ctx))
             if refused is not None:
                 await self._refuse(scope, receive, send, AdminError("forbidden", refused), close=body_announced)
                 return
