@@ -44,6 +44,7 @@ def test_open_half_open_closed_and_hard_down_are_logged_once_each(gateway_factor
                  {"match": {"model": "wd"}, "times": 1, "response": {"status": 401}}])
     client = openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0)
     client.chat.completions.create(model="watched", messages=[{"role": "user", "content": "x"}])  # wa fails over
+    wait_until(lambda: _lines(gw, "breaker open"), timeout=5, what="open")   # logged by a finisher, after the reply
     (opened,) = _lines(gw, "breaker open")
     assert opened.startswith("breaker open: pool 'watched' lane 'wa' (cooldown ")
     wait_until(lambda: _lines(gw, "breaker half-open"), timeout=5, what="half-open")
