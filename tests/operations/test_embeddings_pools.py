@@ -243,21 +243,29 @@ def test_boot_refuses_operations_a_protocol_cannot_serve(tmp_path, ops, fault):
     assert fault in r.stderr
 
 
-@pytest.mark.parametrize("entry,fault", [
-    ("{ input_utok: 1, per_image_utok: 40000 }",
-     "config.yaml: rate_card.m.per_image_utok: 40000.0: per-image pricing is not supported in this build; see docs/unsupported-keys.md"),
-    ("{ input_utok: 1, per_search_unit_utok: 2000 }",
-     "config.yaml: rate_card.m.per_search_unit_utok: 2000.0: per-search-unit rerank pricing is not supported in this build; "
-     "see docs/unsupported-keys.md"),
-    ("{ input_utok: 1, per_audio_second_utok: -1 }",
-     "config.yaml: rate_card.m.per_audio_second_utok: -1.0: per-audio-second pricing is not supported in this "
-     "build; see docs/unsupported-keys.md"),
+_PRICED = ("providers:\n  oa: { protocol: openai, base_url: 'https://api.openai.com', api_key: { env: K } }\n"
+           "  co: { protocol: cohere, base_url: 'https://api.cohere.com', api_key: { env: K } }\n"
+           "models:\n  img: { provider: oa, operations: [images] }\n  img2: { provider: oa, operations: [images] }\n"
+           "  chat: { provider: oa, operations: [chat] }\n  rr: { provider: co }\n  rr2: { provider: co }\n"
+           "rate_card:\n  img: { per_image_utok: 40000 }\n  chat: { input_utok: 1 }\n  rr: { per_search_unit_utok: 2000 }\n")
+
+
+@pytest.mark.parametrize("entries,faults", [
+    ("  img2: { per_image_utok: 0 }\n  rr2: { per_search_unit_utok: 1.5 }\n", []),
+    ("  rr2: { per_search_unit_utok: 1.5 }\n",
+     ["config.yaml: rate_card: no entry for model 'img2' (a present rate_card must price every configured model); "
+      "paste under rate_card:  img2: { input_utok: 0.0, output_utok: 0.0, per_image_utok: 0.0 }"]),
+    ("  img2: { input_utok: 1 }\n  rr2: { per_search_unit_utok: -1 }\n",
+     ["config.yaml: rate_card.rr2.per_search_unit_utok: -1.0 is not allowed; a rate is a finite number ≥ 0",
+      "config.yaml: rate_card.img2: model 'img2' serves images, which the rate card prices per unit for other "
+      "models; price it here too (0.0 for free): add per_image_utok: 0.0"]),
 ])
-def test_boot_refuses_per_operation_rates_nothing_charges_yet(tmp_path, entry, fault):
+def test_per_operation_rates_are_all_or_nothing_per_operation(tmp_path, entries, faults):
+    """A unit rate set for one model must be set for every model serving that operation (0.0 = free);
+    a model serving none of the priced operations needs none (``chat``)."""
     cfg = tmp_path / "config.yaml"
-    cfg.write_text("providers:\n  oa: { protocol: openai, base_url: 'https://api.openai.com', api_key: { env: K } }\n"
-                   f"models:\n  m: {{ provider: oa }}\nrate_card:\n  m: {entry}\n")
+    cfg.write_text(_PRICED + entries)
     r = subprocess.run([BUSBAR, "--validate", "--config", str(cfg)], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "K": "k"}, check=False)
-    assert r.returncode != 0
-    assert fault in r.stderr
+    assert [ln for ln in r.stderr.splitlines() if ln.startswith("config.yaml: rate_card")] == faults
+    assert (r.returncode == 0) == (not faults)

@@ -58,18 +58,6 @@ class Unsupported:
 
 #: The keys refused at boot when set to a non-default value (order = doc order = fault order).
 UNSUPPORTED: tuple[Unsupported, ...] = (
-    Unsupported("rate_card.*.per_image_utok", "per-image pricing",
-                "no cost ledger is kept; image usage is normalised but nothing charges it yet "
-                "(docs/beyond-chat.md#usage)"),
-    Unsupported("rate_card.*.per_audio_second_utok", "per-audio-second pricing",
-                "no cost ledger is kept; audio seconds are normalised but nothing charges them yet "
-                "(docs/beyond-chat.md#usage)"),
-    Unsupported("rate_card.*.per_character_utok", "per-character speech pricing",
-                "no cost ledger is kept; speech characters are normalised but nothing charges them yet "
-                "(docs/beyond-chat.md#usage)"),
-    Unsupported("rate_card.*.per_search_unit_utok", "per-search-unit rerank pricing",
-                "no cost ledger is kept; rerank usage is normalised but nothing charges it yet "
-                "(docs/beyond-chat.md#usage)"),
     Unsupported("advanced.worker_threads", "a worker thread count (run `busbar --workers N` for more cores)",
                 "each busbar process runs one event loop (Python threads would not add cores); run "
                 "`busbar --workers N` for N processes over one listening socket (docs/stores.md#a-fleet)"),
@@ -155,6 +143,10 @@ READERS: dict[str, str] = {
     "rate_card.*.output_utok": "limits/cost.py",
     "rate_card.*.cache_read_utok": "limits/cost.py",
     "rate_card.*.cache_write_utok": "limits/cost.py",
+    "rate_card.*.per_image_utok": "limits/units.py",
+    "rate_card.*.per_audio_second_utok": "limits/units.py",
+    "rate_card.*.per_character_utok": "limits/units.py",
+    "rate_card.*.per_search_unit_utok": "limits/units.py",
     "per_request_fee": "limits/cost.py",
     "groups.*.parent": "limits/tree.py",
     "groups.*.enabled": "limits/tree.py",

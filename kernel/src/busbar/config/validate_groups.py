@@ -3,7 +3,8 @@
 Rows (docs/configuration.md#startup-checks): Groups tree faults (a missing parent with a paste-ready
 stub, a cycle with its path printed, a chain deeper than 8 groups), Malformed group limit (not exactly
 one metric key, a windowed metric without per:, concurrent with per:), Rate card incomplete (a
-paste-ready zeroed stub per missing model); and the field rules of docs/config-at-a-glance.md#groups: a pool: scope
+paste-ready zeroed stub per missing model, and per model serving an operation the card prices per unit
+elsewhere: UNIT_RATES); and the field rules of docs/config-at-a-glance.md#groups: a pool: scope
 must name an existing pool, concurrent takes no pool:, on_exhaust: downgrade needs downgrade_to (a
 different existing pool), a pool: scope and the budget metric; child_default limits follow the same
 rules.
@@ -17,6 +18,8 @@ import math
 from typing import Any
 
 import yaml
+
+from busbar.config.operations import lane_operations
 
 MAX_DEPTH = 8
 _WINDOWED = ("requests", "tokens", "budget")
@@ -123,11 +126,27 @@ def _rate_card(ctx: Any) -> None:
             value = getattr(entry, tier)
             if not math.isfinite(value) or value < 0:
                 ctx.err(f"rate_card.{model}.{tier}", f"{value} is not allowed; a rate is a finite number ≥ 0")
-    for model in cfg.models:
-        if model not in cfg.rate_card:
+    priced = {field: op for field, op in UNIT_RATES.items()
+              if any(field in e.model_fields_set for e in cfg.rate_card.values())}
+    for model, m in cfg.models.items():
+        serves = lane_operations(ctx.protocol_of_model(model) or "", m.operations)
+        entry = cfg.rate_card.get(model)
+        need = [f for f, op in priced.items() if op in serves and (entry is None or f not in entry.model_fields_set)]
+        if entry is None:
+            stub = ", ".join(f"{f}: 0.0" for f in ("input_utok", "output_utok", *need))
             ctx.err("rate_card", f"no entry for model '{model}' (a present rate_card must price every "
-                                 f"configured model); paste under rate_card:  {yaml_key(model)}: "
-                                 f"{{ input_utok: 0.0, output_utok: 0.0 }}")
+                                 f"configured model); paste under rate_card:  {yaml_key(model)}: {{ {stub} }}")
+        elif need:
+            ops = sorted({priced[f] for f in need})
+            ctx.err(f"rate_card.{model}", f"model '{model}' serves {', '.join(ops)}, which the rate card prices "
+                                          f"per unit for other models; price it here too (0.0 for free): "
+                                          f"add {', '.join(f'{f}: 0.0' for f in need)}")
+
+
+UNIT_RATES = {"per_image_utok": "images", "per_audio_second_utok": "audio", "per_character_utok": "audio",
+              "per_search_unit_utok": "rerank"}
+"""Each per-operation rate of a rate card entry and the operation it prices. All or nothing, like the
+card itself: once any entry sets one, every model serving that operation must set it (0.0 = free)."""
 
 
 def check(ctx: Any) -> None:

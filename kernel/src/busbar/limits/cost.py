@@ -13,6 +13,14 @@ protocol). Case C029: 3 input, 12 304 cache-write, 550 output at 3 / 3.75 / 15 �
 a present card has no entry, the request must be refused before forwarding; an absent card prices
 every token at 0); ``cost_pico(rates, tiers) -> int``; :func:`micros` rounds pico-units up.
 
+Operation units (docs/beyond-chat.md#usage): the ledger keeps only tiers per model, so the units an
+operation used are ledger entries of their own, keyed ``"<model>#<unit>"`` (:func:`unit_key`) with
+the count in the ``input`` tier: ``images`` (priced by ``per_image_utok``), ``audio_ms``
+(milliseconds of transcribed audio, ``per_audio_second_utok`` per 1 000), ``characters``
+(``per_character_utok``) and ``search_units`` (``per_search_unit_utok``). They are units, not
+tokens: ``is_unit_key`` keeps them out of token counts, and ``entry_pico(name, tiers)`` prices any
+ledger entry, tokens or units (a fraction of a pico-unit rounds up).
+
 Source: docs/limits.md#the-rate-card.
 """
 from __future__ import annotations
@@ -24,19 +32,54 @@ from typing import Any
 
 from busbar_sdk.store import TierTokens
 
-__all__ = ["PICO_PER_MICRO", "ZERO", "RateCard", "Rates", "micros", "tiers_of"]
+__all__ = ["PICO_PER_MICRO", "UNITS", "ZERO", "RateCard", "Rates", "is_unit_key", "micros", "split_unit",
+           "tiers_of", "unit_key"]
 
 PICO_PER_MICRO = 1_000_000
+
+UNITS: dict[str, tuple[str, int]] = {
+    "images": ("image", 1),
+    "audio_ms": ("audio_second", 1000),
+    "characters": ("character", 1),
+    "search_units": ("search_unit", 1),
+}
+"""Ledger unit -> (the ``Rates`` field pricing it, units per priced unit): audio is counted in
+milliseconds and priced per second."""
+
+UNIT_SEP = "#"
+
+
+def unit_key(model: str, unit: str) -> str:
+    """The ledger entry of ``model``'s ``unit`` (a key of :data:`UNITS`): ``"<model>#<unit>"``."""
+    return f"{model}{UNIT_SEP}{unit}"
+
+
+def split_unit(name: str) -> tuple[str, str | None]:
+    """``(model, unit)`` of a ledger entry; ``unit`` is ``None`` for a model's token entry."""
+    model, sep, unit = name.rpartition(UNIT_SEP)
+    if sep and unit in UNITS:
+        return model, unit
+    return name, None
+
+
+def is_unit_key(name: str) -> bool:
+    """``True`` for an operation-unit ledger entry (its tiers are not tokens)."""
+    return split_unit(name)[1] is not None
 
 
 @dataclass(frozen=True, slots=True)
 class Rates:
-    """One model's rates in pico-units per token: input, output, cache read, cache write."""
+    """One model's rates in pico-units per token (input, output, cache read, cache write) and per
+    operation unit (image, second of audio, speech character, rerank search unit)."""
 
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    image: int = 0
+    audio_second: int = 0
+    character: int = 0
+    search_unit: int = 0
 
     @property
     def worst(self) -> int:
@@ -75,7 +118,9 @@ class RateCard:
         self.fee_pico = int(fee) * PICO_PER_MICRO
         self.rates: dict[str, Rates] = {
             name: Rates(_pico(e.input_utok), _pico(e.output_utok), _pico(e.cache_read_utok),
-                        _pico(e.cache_write_utok)) for name, e in (card or {}).items()}
+                        _pico(e.cache_write_utok), _pico(e.per_image_utok), _pico(e.per_audio_second_utok),
+                        _pico(e.per_character_utok), _pico(e.per_search_unit_utok))
+            for name, e in (card or {}).items()}
 
     def rates_of(self, name: str, upstream_model: str | None = None) -> Rates | None:
         """The rates of model ``name`` (else of its wire name ``upstream_model``); :data:`ZERO` when
@@ -93,12 +138,29 @@ class RateCard:
         return (tiers.input * rates.input + tiers.output * rates.output
                 + tiers.cache_read * rates.cache_read + tiers.cache_write * rates.cache_write)
 
+    @staticmethod
+    def unit_pico(rates: Rates, unit: str, count: int) -> int:
+        """Cost of ``count`` of ledger ``unit`` (a key of :data:`UNITS`) at ``rates``, pico-units
+        (rounded up)."""
+        field, per = UNITS[unit]
+        rate: int = getattr(rates, field)
+        return -(-count * rate // per)
+
+    def entry_pico(self, name: str, tiers: TierTokens) -> int:
+        """Cost of one ledger entry at today's rates (pico-units): a model's tokens, or an
+        operation unit entry (:func:`unit_key`, its count in ``input``); 0 when not priced."""
+        model, unit = split_unit(name)
+        rates = self.rates_of(model)
+        if rates is None:
+            return 0
+        if unit is None:
+            return self.cost_pico(rates, tiers)
+        return self.unit_pico(rates, unit, tiers.input)
+
     def ledger_pico(self, models: Mapping[str, TierTokens], billable: int) -> int:
-        """A ledger's derived spend: every model's tokens at today's rates plus the fee × billable
-        requests (pico-units). A model no longer priced counts 0."""
+        """A ledger's derived spend: every model's tokens and operation units at today's rates plus
+        the fee × billable requests (pico-units). A model no longer priced counts 0."""
         total = billable * self.fee_pico
         for name, tiers in models.items():
-            rates = self.rates_of(name)
-            if rates is not None:
-                total += self.cost_pico(rates, tiers)
+            total += self.entry_pico(name, tiers)
         return total

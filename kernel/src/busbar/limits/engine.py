@@ -30,14 +30,14 @@ Source: docs/limits.md#admission.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from busbar_sdk.store import TierTokens, UsageDelta, UsageLedger
 from busbar_sdk.store.windows import window_end, window_start
 
-from busbar.limits.cost import RateCard, micros
+from busbar.limits.cost import RateCard, is_unit_key, micros
 from busbar.limits.tree import Group, GroupTree, Limit
 
 __all__ = ["Limiter", "Refusal", "Ticket", "Window", "Worst"]
@@ -163,9 +163,8 @@ class Limiter:
             self._add_tokens(win, model, tiers)
 
     def _add_tokens(self, win: Window, model: str, tiers: TierTokens) -> None:
-        rates = self.card.rates_of(model)
-        cost = self.card.cost_pico(rates, tiers) if rates is not None else 0
-        _add(win, model, tiers, tiers.input + tiers.output + tiers.cache_read + tiers.cache_write, cost)
+        ntok = 0 if is_unit_key(model) else tiers.input + tiers.output + tiers.cache_read + tiers.cache_write
+        _add(win, model, tiers, ntok, self.card.entry_pico(model, tiers))
 
     def spent_micros(self, win: Window) -> int:
         """A window's derived spend (tokens × today's rates + fee × billable), micro-units."""
@@ -312,9 +311,12 @@ class Limiter:
         return budget, rate
 
     # -- settlement ----------------------------------------------------------------------------
-    def settle(self, ticket: Ticket, ok: bool, model: str | None, tiers: TierTokens | None) -> None:
+    def settle(self, ticket: Ticket, ok: bool, model: str | None, tiers: TierTokens | None,
+               units: Mapping[str, TierTokens] | None = None) -> None:
         """End one admitted request (idempotent): release, refund on ``not ok``, add ``tiers`` of
-        ``model`` (tokens used even when the reply failed after its first byte)."""
+        ``model`` (tokens used even when the reply failed after its first byte) and the operation
+        ``units`` it used (``{unit_key: count in input}``, busbar.limits.cost; charged, never
+        counted as tokens)."""
         if ticket.settled:
             return
         ticket.settled = True
@@ -330,6 +332,7 @@ class Limiter:
             ntok = tiers.input + tiers.output + tiers.cache_read + tiers.cache_write
             rates = self.card.rates_of(model)
             cost = self.card.cost_pico(rates, tiers) if rates is not None else 0
+        unit_items = [(n, c) for n, c in units.items() if not c.is_zero()] if units else []
         dirty = self.dirty
         ledger = self.flusher is not None
         for bucket, win in ticket.windows:
@@ -342,6 +345,8 @@ class Limiter:
                 if used:
                     assert model is not None and tiers is not None
                     _count(win.pend_models, model, tiers)
+                for name, count in unit_items:
+                    _count(win.pend_models, name, count)
                 dirty[win] = None
             if self.current.get(bucket) is not win:     # the window rolled: only the ledger hears of it
                 continue
@@ -350,6 +355,8 @@ class Limiter:
             if used:
                 assert model is not None and tiers is not None
                 _add(win, model, tiers, ntok, cost)
+            for name, count in unit_items:
+                _add(win, name, count, 0, self.card.entry_pico(name, count))
 
     def drain(self) -> int:
         """Hand what settled since the last drain to ``flusher.add_usage``: one additive delta per

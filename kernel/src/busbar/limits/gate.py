@@ -11,7 +11,9 @@ rate card: the request path then pays one attribute read). Per request:
 - ``limits.serve(gw, call, target, run)`` admits, forwards through ``run`` and registers
   settlement as a finisher of the request record (``call.record.on_finish``): it runs once the
   reply is written, the stream ended (broken included) or the client left; a non-2xx outcome is
-  refunded, a 2xx one is charged the tokens it used (``record.usage``).
+  refunded, a 2xx one is charged the tokens it used (``record.usage``) and a non-chat reply's
+  operation units (``record.extra["op_usage"]``, busbar.limits.units); a non-chat request's
+  reservation adds the units its body asks for (images, speech characters, rerank search units).
 
 The identity is duck-typed: ``identity.group`` (``None`` = unlimited) and
 ``identity.allowed_pools`` (``None`` = every pool). With no identity on the request (an open front
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -38,6 +41,7 @@ from busbar.limits.estimate import lane_prices, worst_case
 from busbar.limits.metrics import LimitMetrics
 from busbar.limits.replies import refusal_reply
 from busbar.limits.tree import GroupTree
+from busbar.limits.units import unit_entries, unit_worst
 from busbar.proto.base import ErrorKind
 from busbar.proxy.relay import error_reply
 from busbar.proxy.runtime import Lane, Pool
@@ -203,7 +207,11 @@ class Limits:
         body, raw_len = call.body, len(call.raw)
 
         def worst_of(pool: str | None) -> Worst:
-            return worst_case(body, raw_len, self._prices_of(gw, pool, target))
+            worst = worst_case(body, raw_len, self._prices_of(gw, pool, target))
+            if call.op is None:
+                return worst
+            lanes = (target,) if pool is None else (m.lane for m in gw.pools[pool].members)
+            return dataclasses.replace(worst, cost=worst.cost + unit_worst(call.op, lanes, self.card))
 
         def allowed(pool: str) -> bool:
             return pool in gw.pools and (allowed_pools is None or pool in allowed_pools)
@@ -266,7 +274,11 @@ class Limits:
                             worst.output)
                 tiers = TierTokens(worst.input, worst.output, 0, 0)
             self.metrics.used(ticket.pool or "", gw, model, tiers, self.card)
-        self.limiter.settle(ticket, ok, model, tiers)
+        op_usage = getattr(record, "extra", {}).get("op_usage") if ok and model is not None else None
+        units = unit_entries(model, op_usage) if op_usage is not None and model is not None else None
+        if units:
+            self.metrics.used_units(ticket.pool or "", gw, units, self.card)
+        self.limiter.settle(ticket, ok, model, tiers, units)
 
 
 def carry_limits(old: Any, new: Any) -> None:

@@ -4,9 +4,10 @@
   (``requests``, ``tokens``, ``budget``, ``concurrent``, ``frozen``, ``unconfigured``).
 - ``busbar_limit_shadow_rejections_total{group,metric,window}``: a shadow limit would have refused.
 - ``busbar_limit_reservations``: requests admitted and not yet settled (their worst case held).
-- ``busbar_limit_tokens_total{pool,model,tier}`` and ``busbar_limit_spend_micros_total{pool,model}``:
-  what settled requests used (``pool`` ``""`` for a direct route; an ad-hoc model is
-  ``<provider>/*``).
+- ``busbar_limit_tokens_total{pool,model,tier}``, ``busbar_limit_units_total{pool,model,unit}``
+  (operation units: ``images``, ``audio_ms``, ``characters``, ``search_units``) and
+  ``busbar_limit_spend_micros_total{pool,model}`` (tokens and units): what settled requests used
+  (``pool`` ``""`` for a direct route; an ad-hoc model is ``<provider>/*``).
 
 With metrics off (no ``metrics:`` block) nothing is exported; the shadow and rejection counts are
 still kept in ``shadow_counts`` / ``rejection_counts`` (read by the admin API).
@@ -16,10 +17,12 @@ Source: docs/limits.md#metrics.
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from busbar.limits.cost import split_unit
 
 if TYPE_CHECKING:
     from busbar_sdk.store import TierTokens
@@ -37,7 +40,7 @@ class LimitMetrics:
         self.registry = registry
         self.shadow_counts: Tally[tuple[str, str, str]] = Tally()
         self.rejection_counts: Tally[str] = Tally()
-        self._rej = self._shadow = self._tokens = self._spend = None
+        self._rej = self._shadow = self._tokens = self._spend = self._units = None
         if registry is not None:
             self._rej = Counter("busbar_limit_rejections", "Admissions refused by a group limit", ["metric"],
                                 registry=registry)
@@ -45,8 +48,11 @@ class LimitMetrics:
                                    "refused (not enforced)", ["group", "metric", "window"], registry=registry)
             self._tokens = Counter("busbar_limit_tokens", "Tokens of settled requests", ["pool", "model", "tier"],
                                    registry=registry)
-            self._spend = Counter("busbar_limit_spend_micros", "Derived token spend of settled requests "
-                                  "(micro-units)", ["pool", "model"], registry=registry)
+            self._spend = Counter("busbar_limit_spend_micros", "Derived spend (tokens and operation units) "
+                                  "of settled requests (micro-units)", ["pool", "model"], registry=registry)
+            self._units = Counter("busbar_limit_units", "Operation units of settled requests (images, "
+                                  "audio_ms, characters, search_units)", ["pool", "model", "unit"],
+                                  registry=registry)
 
     def watch(self, reservations: Callable[[], int]) -> None:
         """Export ``reservations()`` (open reservations) as a scrape-time gauge."""
@@ -81,3 +87,14 @@ class LimitMetrics:
         rates = card.rates_of(model)
         if rates is not None:
             self._spend.labels(pool, label).inc(card.cost_pico(rates, tiers) / 1_000_000)
+
+    def used_units(self, pool: str, gw: Any, entries: Mapping[str, TierTokens], card: RateCard) -> None:
+        """Count one settled request's operation units (``{unit_key: count in input}``) and their
+        spend (``busbar_limit_units_total{pool,model,unit}``, ``busbar_limit_spend_micros_total``)."""
+        if self._units is None or self._spend is None:
+            return
+        for name, count in entries.items():
+            model, unit = split_unit(name)
+            label = model if gw.lanes.get(model) is not None else "adhoc"
+            self._units.labels(pool, label, unit or "").inc(count.input)
+            self._spend.labels(pool, label).inc(card.entry_pico(name, count) / 1_000_000)

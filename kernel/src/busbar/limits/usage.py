@@ -2,8 +2,10 @@
 
 Rows are the store's metering (``(day, key_id, model, provider)``: tokens by tier, requests,
 billable requests, flushed every ``advanced.usage_flush_interval_ms``); spend is derived at read
-time from the running rate card (``spend_micros``: tokens × rates + fee × billable requests,
-rounded up to whole micro-units).
+time from the running rate card (``spend_micros``: tokens × rates + operation units × their rates +
+fee × billable requests, rounded up to whole micro-units). Operation units are metered as rows of
+their own (model ``"<lane>#<unit>"``, busbar.store.metering); a report folds them into their
+lane's entry as ``images``, ``audio_ms``, ``characters`` and ``search_units``.
 
 ``day_report(rows, card, top=1000) -> dict``; ``totals(rows, card) -> dict``.
 
@@ -16,26 +18,31 @@ from typing import Any
 
 from busbar_sdk.store import MeteringRow, TierTokens
 
-from busbar.limits.cost import RateCard, micros
+from busbar.limits.cost import UNITS, RateCard, micros, split_unit
 
 __all__ = ["FIELDS", "day_report", "totals"]
 
-FIELDS = ("input", "output", "cache_read", "cache_write", "requests", "billable_requests")
+TOKEN_FIELDS = ("input", "output", "cache_read", "cache_write", "requests", "billable_requests")
+FIELDS = (*TOKEN_FIELDS, *UNITS)
+"""Every counter of a report entry: the token tiers, requests, and the operation units (``images``,
+``audio_ms``, ``characters``, ``search_units``; busbar.limits.cost)."""
 
 
 def _pico(row: MeteringRow, card: RateCard) -> int:
-    rates = card.rates_of(row.model)
-    tokens = 0 if rates is None else card.cost_pico(rates, TierTokens(row.input, row.output, row.cache_read,
-                                                                          row.cache_write))
-    return tokens + row.billable_requests * card.fee_pico
+    tiers = TierTokens(row.input, row.output, row.cache_read, row.cache_write)
+    return card.entry_pico(row.model, tiers) + row.billable_requests * card.fee_pico
 
 
 def _sum(rows: Iterable[MeteringRow], card: RateCard) -> dict[str, int]:
     out = dict.fromkeys(FIELDS, 0)
     pico = 0
     for r in rows:
-        for f in FIELDS:
-            out[f] += getattr(r, f)
+        unit = split_unit(r.model)[1]
+        if unit is not None:         # an operation-unit row: its count is in input
+            out[unit] += r.input
+        else:
+            for f in TOKEN_FIELDS:
+                out[f] += getattr(r, f)
         pico += _pico(r, card)
     out["spend_micros"] = micros(pico)
     return out
@@ -52,7 +59,7 @@ def day_report(day: str, rows: list[MeteringRow], card: RateCard, top: int = 100
     by_model: dict[tuple[str, str], list[MeteringRow]] = {}
     by_key: dict[str, list[MeteringRow]] = {}
     for r in rows:
-        by_model.setdefault((r.model, r.provider), []).append(r)
+        by_model.setdefault((split_unit(r.model)[0], r.provider), []).append(r)
         by_key.setdefault(r.key_id, []).append(r)
     models: list[dict[str, Any]] = [{"model": m, "provider": p, **_sum(rs, card)}
                                     for (m, p), rs in sorted(by_model.items())]

@@ -1,0 +1,148 @@
+"""Per-operation rate-card units charged end to end (docs/limits.md#operation-units): keys minted over
+the admin API, bound to a group with a budget, used by the official SDKs; images, transcription
+seconds, speech characters and rerank search units are charged at their rates (exact spend in the
+group, key and day reports and in Prometheus), a request whose worst case (n images × per_image)
+does not fit the budget is refused before any upstream call in the dialect's quota shape, and a
+rate card that prices a unit for one model but not for another serving that operation is refused
+at boot with a paste-ready line."""
+from __future__ import annotations
+
+import time
+
+import cohere
+import httpx
+import openai
+import pytest
+
+from tests.support.gateway import BusbarProcess, free_port
+from tests.support.waiting import wait_until
+
+ADMIN_TOKEN = "adm-opcharges-41d"
+CONFIG = """
+listen: "127.0.0.1:{port}"
+admin_listen: "127.0.0.1:ADMIN_PORT"
+auth:
+  chain: [ keys ]
+  admin_auth: [ { admin-tokens: { token: { env: T_ADMIN_TOKEN } } } ]
+advanced: { usage_flush_interval_ms: 50 }
+metrics: { buffer_seconds: 60 }
+providers:
+  oa: { protocol: openai, base_url: MOCK, api_key: { env: T_OPENAI_KEY } }
+  co: { protocol: cohere, base_url: MOCK, api_key: { env: T_COHERE_KEY } }
+models:
+  img: { provider: oa, upstream_model: dall-e-3, operations: [images] }
+  whisper: { provider: oa, upstream_model: whisper-1, operations: [audio] }
+  tts: { provider: oa, upstream_model: tts-1, operations: [audio] }
+  rr: { provider: co, upstream_model: rerank-v3.5, operations: [rerank] }
+pools:
+  imgs: { members: [ { model: img } ] }
+  stt: { members: [ { model: whisper } ] }
+  voice: { members: [ { model: tts } ] }
+  ranker: { members: [ { model: rr } ] }
+rate_card:
+  img: { per_image_utok: 40000 }
+  whisper: { per_audio_second_utok: 250, per_character_utok: 0 }
+  tts: { per_audio_second_utok: 0, per_character_utok: 15 }
+  rr: { per_search_unit_utok: 2000 }
+groups:
+  spend: { limits: [ { budget: 1000000, per: day } ] }
+  tight: { limits: [ { budget: 100000, per: day } ] }
+"""
+
+AUDIO = bytes(range(256)) * 156 + bytes(64)     # 40 000 bytes: 2.5 s at the mock's 16 kB per second
+DOCS = ["Carson City is the capital of Nevada.", "Washington, D.C. is the capital of the United States."]
+
+
+class Gw(BusbarProcess):
+    def __init__(self, tmp, mock_url: str) -> None:  # noqa: ANN001
+        port = free_port()
+        super().__init__(CONFIG.replace("MOCK", mock_url).replace("ADMIN_PORT", str(port)), tmp,
+                         env={"T_OPENAI_KEY": "sk-test", "T_COHERE_KEY": "co-test", "T_ADMIN_TOKEN": ADMIN_TOKEN})
+        self.admin = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1/admin", timeout=30,
+                                  headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
+
+    def mint(self, group: str) -> tuple[str, str]:
+        r = self.admin.post("/keys", json={"name": f"k-{group}-{time.time_ns()}", "group": group})
+        assert r.status_code == 201, r.text
+        key_id, token = r.json()["id"], r.json()["token"]
+        probe = {"model": "no-such-pool", "input": "x"}                     # 404 once the key is known
+        wait_until(lambda: httpx.post(self.url + "/v1/embeddings", json=probe, timeout=5,
+                                      headers={"authorization": f"Bearer {token}"}).status_code == 404,
+                   what="the minted key synced")
+        return key_id, token
+
+    def stop(self) -> None:
+        self.admin.close()
+        super().stop()
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory, mock):
+    g = Gw(tmp_path_factory.mktemp("opcharges"), mock.url).start()
+    yield g
+    g.stop()
+
+
+def _used(gw: Gw, group: str) -> tuple[int, int]:
+    lim = gw.admin.get(f"/groups/{group}").json()["limits"][0]
+    return lim["used"], lim["reserved"]
+
+
+def test_each_operation_is_charged_its_units_at_its_rate(gw, mock):
+    key_id, token = gw.mint("spend")
+    with openai.OpenAI(base_url=gw.url + "/v1", api_key=token, max_retries=0) as oa:
+        assert len(oa.images.generate(model="imgs", prompt="a red fox", n=3, response_format="b64_json").data) == 3
+        assert _used(gw, "spend") == (120000, 0)                  # 3 images × 40 000 µ
+        out = oa.audio.transcriptions.create(model="stt", file=("a.wav", AUDIO, "audio/wav"),
+                                             response_format="verbose_json")
+        assert out.duration == 2.5
+        assert _used(gw, "spend") == (120625, 0)                  # 2.5 s × 250 µ
+        with oa.audio.speech.with_streaming_response.create(model="voice", input="Hello there",
+                                                            voice="alloy") as r:
+            assert len(r.read()) == 1100
+    wait_until(lambda: _used(gw, "spend") == (120790, 0), what="speech settled")   # 11 characters × 15 µ
+    ranked = cohere.ClientV2(api_key=token, base_url=gw.url).rerank(
+        model="ranker", query="capital of the United States?", documents=DOCS, request_options={"max_retries": 0})
+    assert len(ranked.results) == 2
+    assert _used(gw, "spend") == (122790, 0)                      # 1 search unit × 2 000 µ
+    units = {"images": 3, "audio_ms": 2500, "characters": 11, "search_units": 1}
+    wait_until(lambda: gw.admin.get(f"/keys/{key_id}/usage").json()["spend_micros"] == 122790,
+               what="the metering flushed")
+    mine = gw.admin.get(f"/keys/{key_id}/usage").json()
+    assert {k: mine[k] for k in (*units, "input", "requests", "billable_requests", "budget_remaining")} == \
+        {**units, "input": 0, "requests": 4, "billable_requests": 4, "budget_remaining": 1000000 - 122790}
+    day = gw.admin.get("/usage").json()
+    rows = {m["model"]: m for m in day["by_model"] if m["requests"] or any(m[u] for u in units)}
+    assert {m: (r["spend_micros"], r["images"], r["audio_ms"], r["characters"], r["search_units"], r["requests"])
+            for m, r in rows.items() if m in ("img", "whisper", "tts", "rr")} == {
+        "img": (120000, 3, 0, 0, 0, 1), "whisper": (625, 0, 2500, 0, 0, 1), "tts": (165, 0, 0, 11, 0, 1),
+        "rr": (2000, 0, 0, 0, 1, 1)}
+    metrics = httpx.get(gw.url + "/metrics", headers={"authorization": f"Bearer {token}"}).text
+    assert 'busbar_limit_spend_micros_total{model="img",pool="imgs"} 120000.0' in metrics
+    assert 'busbar_limit_units_total{model="whisper",pool="stt",unit="audio_ms"} 2500.0' in metrics
+    assert 'busbar_limit_units_total{model="rr",pool="ranker",unit="search_units"} 1.0' in metrics
+
+
+def test_a_budget_refuses_the_worst_case_in_the_dialects_quota_shape(gw, mock):
+    _, token = gw.mint("tight")
+    with openai.OpenAI(base_url=gw.url + "/v1", api_key=token, max_retries=0) as oa:
+        mock.clear()
+        with pytest.raises(openai.RateLimitError) as e:          # 3 × 40 000 µ cannot fit 100 000 µ
+            oa.images.generate(model="imgs", prompt="a red fox", n=3)
+        assert mock.requests() == []
+        assert e.value.body == {"message": "group 'tight': budget per day is exhausted (budget 100000)",
+                                "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}
+        assert len(oa.images.generate(model="imgs", prompt="a red fox", n=2).data) == 2
+        assert _used(gw, "tight") == (80000, 0)
+        with pytest.raises(openai.RateLimitError):               # 80 000 + 40 000 > 100 000
+            oa.images.generate(model="imgs", prompt="a red fox", n=1)
+    co = cohere.ClientV2(api_key=token, base_url=gw.url)
+    assert co.rerank(model="ranker", query="q", documents=DOCS, request_options={"max_retries": 0}).results
+    assert _used(gw, "tight") == (82000, 0)
+    for _ in range(9):                                              # 9 × 2 000 µ more: 100 000 exactly
+        co.rerank(model="ranker", query="q", documents=DOCS, request_options={"max_retries": 0})
+    with pytest.raises(cohere.errors.TooManyRequestsError) as ce:
+        co.rerank(model="ranker", query="q", documents=DOCS, request_options={"max_retries": 0})
+    assert ce.value.body == {"message": "group 'tight': budget per day is exhausted (budget 100000)"}
+    assert _used(gw, "tight") == (100000, 0)
+
