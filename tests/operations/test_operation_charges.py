@@ -29,24 +29,29 @@ metrics: { buffer_seconds: 60 }
 providers:
   oa: { protocol: openai, base_url: MOCK, api_key: { env: T_OPENAI_KEY } }
   co: { protocol: cohere, base_url: MOCK, api_key: { env: T_COHERE_KEY } }
+  gm: { protocol: gemini, base_url: MOCK, api_key: { env: T_GEMINI_KEY } }
 models:
   img: { provider: oa, upstream_model: dall-e-3, operations: [images] }
   whisper: { provider: oa, upstream_model: whisper-1, operations: [audio] }
   tts: { provider: oa, upstream_model: tts-1, operations: [audio] }
   rr: { provider: co, upstream_model: rerank-v3.5, operations: [rerank] }
+  gem-stt: { provider: gm, upstream_model: gemini-2.0-flash, operations: [audio] }
 pools:
   imgs: { members: [ { model: img } ] }
   stt: { members: [ { model: whisper } ] }
   voice: { members: [ { model: tts } ] }
   ranker: { members: [ { model: rr } ] }
+  gem: { members: [ { model: gem-stt } ] }
 rate_card:
   img: { per_image_utok: 40000 }
   whisper: { per_audio_second_utok: 250, per_character_utok: 0 }
   tts: { per_audio_second_utok: 0, per_character_utok: 15 }
   rr: { per_search_unit_utok: 2000 }
+  gem-stt: { output_utok: 1.0, per_audio_second_utok: 250, per_character_utok: 0 }
 groups:
   spend: { limits: [ { budget: 1000000, per: day } ] }
   tight: { limits: [ { budget: 100000, per: day } ] }
+  gemg: { limits: [ { budget: 100000, per: day } ] }
 """
 
 AUDIO = bytes(range(256)) * 156 + bytes(64)     # 40 000 bytes: 2.5 s at the mock's 16 kB per second
@@ -57,7 +62,7 @@ class Gw(BusbarProcess):
     def __init__(self, tmp, mock_url: str) -> None:  # noqa: ANN001
         port = free_port()
         super().__init__(CONFIG.replace("MOCK", mock_url).replace("ADMIN_PORT", str(port)), tmp,
-                         env={"T_OPENAI_KEY": "sk-test", "T_COHERE_KEY": "co-test", "T_ADMIN_TOKEN": ADMIN_TOKEN})
+                         env={"T_OPENAI_KEY": "sk-test", "T_COHERE_KEY": "co-test", "T_GEMINI_KEY": "g-test", "T_ADMIN_TOKEN": ADMIN_TOKEN})
         self.admin = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1/admin", timeout=30,
                                   headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
 
@@ -146,3 +151,14 @@ def test_a_budget_refuses_the_worst_case_in_the_dialects_quota_shape(gw, mock):
     assert ce.value.body == {"message": "group 'tight': budget per day is exhausted (budget 100000)"}
     assert _used(gw, "tight") == (100000, 0)
 
+
+
+def test_a_gemini_transcription_is_charged_its_seconds_and_its_tokens(gw, mock):
+    _, token = gw.mint("gemg")
+    with openai.OpenAI(base_url=gw.url + "/v1", api_key=token, max_retries=0) as oa:
+        out = oa.audio.transcriptions.create(model="gem", file=("a.wav", AUDIO, "audio/wav"),
+                                             response_format="verbose_json")
+    assert out.duration == 2.5                                     # 80 AUDIO tokens / 32
+    (req,) = mock.requests()
+    assert req["path"] == "/v1beta/models/gemini-2.0-flash:generateContent"
+    assert _used(gw, "gemg") == (635, 0)           # 2.5 s × 250 µ + 10 output tokens × 1 µ

@@ -16,7 +16,7 @@ OPERATIONS = ("chat", "embeddings", "rerank", "moderation", "images", "audio")
 DEFAULT_OPERATIONS: dict[str, frozenset[str]] = {
     "openai": frozenset({"chat", "embeddings", "moderation", "images", "audio"}),
     "cohere": frozenset({"chat", "embeddings", "rerank"}),
-    "gemini": frozenset({"chat", "embeddings", "images"}),
+    "gemini": frozenset({"chat", "embeddings", "images", "audio"}),
     "bedrock": frozenset({"chat", "embeddings", "rerank", "images"}),
     "anthropic": frozenset({"chat"}),
     "responses": frozenset({"chat"}),

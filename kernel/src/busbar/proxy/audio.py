@@ -1,8 +1,9 @@
 """Audio on the failover walk: transcription/translation uploads and speech (OpenAI lanes only).
 
 ``AudioOperation`` is the ``Operation`` (``busbar.proxy.operation``) of the three OpenAI audio
-routes; ``kind`` is ``transcriptions``, ``translations`` or ``speech``. Only an OpenAI-protocol lane
-whose model declares ``audio`` can serve it (others are skipped, no penalty).
+routes; ``kind`` is ``transcriptions``, ``translations`` or ``speech``. A lane whose model declares
+``audio`` serves it when its protocol is OpenAI, or Gemini for an upload it can take
+(``busbar.proto.ops.audio_gemini``: through ``:generateContent``); others are skipped, no penalty.
 
 - Uploads: ``raw`` is the received multipart body, ``form`` its parts as spans
   (``busbar.proto.ops.audio.parse_form``). ``prepare`` sends views of ``raw`` around the lane's
@@ -10,6 +11,9 @@ whose model declares ``audio`` can serve it (others are skipped, no penalty).
   look like a transcription (``upload_verdict``: JSON with ``text``, or non-empty text for
   text/srt/vtt) and is relayed as the upstream wrote it, with its content type.
   ``op_usage.audio_seconds``: ``verbose_json``'s ``duration`` (0 when the format reports none).
+  To a Gemini lane the upload goes as a ``generateContent`` body whose base64 is encoded from views
+  of ``raw`` as it is sent (``GeminiUploadBody``); the answer's text is written in the client's
+  format, and ``op_usage.audio_seconds`` is its AUDIO tokens / 32.
 - Speech: ``binary``: the attempt commits at the upstream's 2xx headers when their content type is
   audio (``speech_verdict``; JSON, HTML or text fails over) and ``stream_reply`` relays the bytes
   chunk by chunk with the upstream's content type (never buffered whole).
@@ -26,6 +30,9 @@ from typing import TYPE_CHECKING, Any
 from busbar.ir.model import IrMessage, IrRequest, TextBlock
 from busbar.ir.ops import OpUsage
 from busbar.proto.ops.audio import Form, audio_seconds, reframe, speech_verdict, upload_verdict
+from busbar.proto.ops.audio_gemini import GeminiUploadBody, read_answer, write_answer
+from busbar.proto.ops.audio_gemini import dropped as gemini_dropped
+from busbar.proto.ops.audio_gemini import unable as gemini_unable
 from busbar.proxy.operation import Operation
 from busbar.proxy.relay import Reply, StreamAborted
 from busbar.proxy.upstream import Body, UpstreamError
@@ -58,14 +65,22 @@ class AudioOperation(Operation):
     def binary(self) -> bool:
         return self.kind == "speech"
 
+    def able(self, lane: Lane) -> str | None:
+        """As ``Operation.able``; a Gemini lane also needs an upload it can take
+        (``busbar.proto.ops.audio_gemini.unable``: no speech, no srt/vtt, a known audio type)."""
+        why = super().able(lane)
+        if why is None and lane.provider.protocol == "gemini":
+            return gemini_unable(self.kind, self.form)
+        return why
+
     def ir_view(self) -> IrRequest:
         """Hooks see the speech ``input`` or the upload's ``prompt`` as one user message."""
         text = self.form.prompt if self.form is not None else str(self.req.get("input", ""))
         return IrRequest(messages=[IrMessage("user", [TextBlock(text)])] if text else [])
 
     def body(self, call: Call, lane: Lane) -> tuple[bytes, list[str]]:
-        if self.form is not None:
-            return self.raw, []                    # re-framed (when needed) in prepare
+        if self.form is not None:                  # re-framed (when needed) or encoded in prepare
+            return self.raw, gemini_dropped(self.form) if lane.provider.protocol == "gemini" else []
         return super().body(call, lane)
 
     async def prepare(self, gw: Gateway, provider: Provider, upstream_model: str,
@@ -75,9 +90,18 @@ class AudioOperation(Operation):
         from busbar.proto.responses.dialect import egress_headers
 
         auth = await gw.credentials.headers(provider) if provider.auth is not None else None
+        form = self.form
+        if provider.protocol == "gemini":          # generateContent, the file base64-encoded as it is sent
+            from busbar.proto.gemini.dialect import egress_request as gemini_egress
+
+            assert form is not None                # able() keeps speech off Gemini lanes
+            upload = GeminiUploadBody(form, self.raw, self.kind)
+            url, headers, _ = gemini_egress(provider, upstream_model, False, b"", auth)
+            headers["content-type"] = "application/json"
+            headers["content-length"] = str(upload.length)
+            return url, headers, upload
         headers = egress_headers(provider, auth)
         url = f"{provider.base_url}/v1/audio/{self.kind}"
-        form = self.form
         if form is None:
             return url, headers, body
         headers["content-type"] = self.content_type
@@ -87,7 +111,10 @@ class AudioOperation(Operation):
 
     def verdict(self, protocol: str, status: int, headers: Mapping[str, str],
                 body: bytes) -> tuple[dict[str, Any] | None, str | None]:
-        """An upload's answer: JSON with ``text`` or plain text (``upload_verdict``)."""
+        """An upload's answer: JSON with ``text`` or plain text (``upload_verdict``); from a Gemini
+        lane, a ``GenerateContentResponse`` (``candidates``)."""
+        if protocol == "gemini":
+            return super().verdict(protocol, status, headers, body)
         return upload_verdict(status, headers, body)
 
     def head_verdict(self, status: int, headers: Mapping[str, str]) -> str | None:
@@ -95,8 +122,19 @@ class AudioOperation(Operation):
         return speech_verdict(status, headers)
 
     def reply(self, call: Call, lane: Lane, success: AttemptSuccess) -> Reply:
-        """An upload's answer relayed as-is with its content type and its audio seconds."""
+        """An upload's answer relayed as-is with its content type and its audio seconds; a Gemini
+        lane's answer written in the client's format, its audio seconds from the AUDIO tokens
+        (32 per second) and its tokens on ``Reply.usage``. Raises ``ValueError`` for a Gemini
+        answer without text (the walk fails over)."""
         assert success.body is not None
+        if lane.provider.protocol == "gemini":
+            assert self.form is not None and success.doc is not None
+            text, seconds, inp, out = read_answer(success.doc)
+            ctype, data = write_answer(self.kind, self.form, text, seconds)
+            reply = Reply(200, {"content-type": ctype}, data)
+            reply.usage.input_tokens, reply.usage.output_tokens = inp, out
+            reply.op_usage = OpUsage("audio", audio_seconds=seconds)
+            return reply
         ctype = success.response.headers.get("content-type", "application/json")
         reply = Reply(200, {"content-type": ctype}, success.body)
         reply.op_usage = OpUsage("audio", audio_seconds=audio_seconds(success.doc))

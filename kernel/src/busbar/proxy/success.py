@@ -45,6 +45,7 @@ ENVELOPE_KEYS: dict[str, tuple[tuple[str, type], ...]] = {
     "openai:moderation": (("results", list),),
     "openai:images": (("data", list),),
     "gemini:images": (("predictions", list),),
+    "gemini:audio": (("candidates", list),),
     "bedrock:images": (("images", list),),
 }
 

@@ -9,6 +9,13 @@ each a full response holding the new part and the running ``usageMetadata``; the
 ``finishReason`` and ``candidatesTokenCount``; there is no terminator. Without ``alt=sse`` the
 same chunks form one JSON array written as it goes: ``[`` + first, ``,\\r\\n`` + next, ``]``.
 
+Audio understanding (Gemini API reference "Audio understanding": the audio as an ``inline_data``
+part ``{"mime_type": "audio/...", "data": base64}`` beside a text instruction; "Gemini represents
+each second of audio as 32 tokens"; ``usageMetadata.promptTokensDetails`` lists them under
+``"modality": "AUDIO"``): a non-stream request carrying an audio part is answered with the mock's
+transcript (``audio.TRANSCRIPT``) and ``round(bytes / 16000 * 32)`` AUDIO prompt tokens (the mock's
+16 kB-per-second audio clock, as its OpenAI transcriptions use).
+
 The model comes from the URL (``match.model`` compares with it), the stream flag from the verb.
 Auth: ``x-goog-api-key`` (or ``Authorization: Bearer`` as Vertex AI uses); a request with
 neither gets Google's 403 PERMISSION_DENIED "unregistered callers" answer. Errors are the
@@ -31,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from .audio import TRANSCRIPT
 from .base import Dialect, ErrorReply, Rendered, mint_id
 from .reply import Prompt, Reply, ToolSpec
 
@@ -207,6 +215,7 @@ class GeminiGenerate(Dialect):
             tools=tools,
             tool_choice=self._tool_choice(body),
             prompt_chars=chars,
+            state=_audio_state(contents),
         )
 
     @staticmethod
@@ -246,12 +255,14 @@ class GeminiGenerate(Dialect):
                 break  # only the first call of a turn is signed
         return None
 
-    def _usage(self, reply: Reply, completion: int | None) -> dict[str, Any]:
-        u: dict[str, Any] = {"promptTokenCount": reply.prompt_tokens}
+    def _usage(self, reply: Reply, completion: int | None, audio_tokens: int = 0) -> dict[str, Any]:
+        u: dict[str, Any] = {"promptTokenCount": reply.prompt_tokens + audio_tokens}
         if completion is not None:
             u["candidatesTokenCount"] = completion
-        u["totalTokenCount"] = reply.prompt_tokens + (completion or 0)
+        u["totalTokenCount"] = reply.prompt_tokens + audio_tokens + (completion or 0)
         u["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": reply.prompt_tokens}]
+        if audio_tokens:
+            u["promptTokensDetails"].append({"modality": "AUDIO", "tokenCount": audio_tokens})
         return u
 
     def _response(
@@ -268,6 +279,11 @@ class GeminiGenerate(Dialect):
         rid = mint_id("", seq, 23, salt="gemini-rid")
         finish = _FINISH[reply.finish]
         call = reply.tool_call
+        audio = (prompt.state or {}).get("audio_bytes")
+        if audio is not None and not call:        # audio understanding: the transcript, audio tokens billed
+            return Rendered(_JSON, body=orjson.dumps(self._response(
+                [{"text": TRANSCRIPT}], "STOP", self._usage(reply, 10, round(audio / AUDIO_BYTES_PER_SECOND * 32)),
+                prompt.model, rid), option=orjson.OPT_INDENT_2) + b"\n")
         if call:
             part: dict[str, Any] = {"functionCall": {"name": call.name, "args": call.arguments}}
             if prompt.model.startswith("gemini-3"):
@@ -311,3 +327,20 @@ class GeminiGenerate(Dialect):
         """Scripted item as Google frames it: ``data: <payload>\\r\\n\\r\\n`` (strings verbatim)."""
         payload = item.encode() if isinstance(item, str) else _chunk_json(item)
         return b"data: " + payload + b"\r\n\r\n"
+
+
+AUDIO_BYTES_PER_SECOND = 16000
+"""The mock's audio clock (the same as its OpenAI transcription ``duration``: 16 kB per second)."""
+
+
+def _audio_state(contents: list[Any]) -> dict[str, Any] | None:
+    """``{"audio_bytes": n}`` when the contents carry an ``inline_data`` / ``inlineData`` part whose
+    ``mime_type`` is ``audio/*`` (the Gemini API's audio-understanding request shape), else ``None``."""
+    total = None
+    for c in contents:
+        for p in (c.get("parts") or ()) if isinstance(c, dict) else ():
+            blob = _get(p, "inlineData", "inline_data") if isinstance(p, dict) else None
+            mime = _get(blob, "mimeType", "mime_type") if isinstance(blob, dict) else None
+            if isinstance(mime, str) and mime.startswith("audio/") and isinstance(blob.get("data"), str):
+                total = (total or 0) + len(base64.b64decode(blob["data"]))
+    return None if total is None else {"audio_bytes": total}

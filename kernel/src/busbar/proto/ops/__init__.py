@@ -10,6 +10,7 @@ Source: docs/beyond-chat.md#the-operations-matrix.
 from __future__ import annotations
 
 from busbar.proto.ops.audio import CODEC as AUDIO_OPENAI
+from busbar.proto.ops.audio_gemini import CODEC as AUDIO_GEMINI
 from busbar.proto.ops.base import OpCodec
 from busbar.proto.ops.embed_bedrock import CODEC as EMBED_BEDROCK
 from busbar.proto.ops.embed_cohere import CODEC as EMBED_COHERE
@@ -34,6 +35,7 @@ CODECS: dict[tuple[str, str], OpCodec] = {
     ("images", "gemini"): IMAGES_GEMINI,
     ("images", "bedrock"): IMAGES_BEDROCK,
     ("audio", "openai"): AUDIO_OPENAI,
+    ("audio", "gemini"): AUDIO_GEMINI,
 }
 """Every (operation, provider protocol) this build serves."""
 

@@ -44,13 +44,14 @@ SPEECH_INPUT_MAX = 4096
 
 @dataclass(slots=True)
 class Part:
-    """One form part: its ``name``, ``filename`` (file parts), and the span ``[start, end)`` of its
-    value in the received body."""
+    """One form part: its ``name``, ``filename`` (file parts), the span ``[start, end)`` of its
+    value in the received body, and its own ``content_type`` (``None`` when it has none)."""
 
     name: str
     filename: str | None
     start: int
     end: int
+    content_type: str | None = None
 
 
 @dataclass(slots=True)
@@ -74,7 +75,7 @@ def _boundary(content_type: str) -> bytes:
     return boundary.encode("latin-1")
 
 
-def _disposition(head: bytes) -> tuple[str, str | None]:
+def _disposition(head: bytes) -> tuple[str, str | None, str | None]:
     msg = email.message.Message()
     for line in head.decode("utf-8", "replace").split("\r\n"):
         key, sep, value = line.partition(":")
@@ -84,7 +85,7 @@ def _disposition(head: bytes) -> tuple[str, str | None]:
     filename = msg.get_param("filename", header="content-disposition")
     if not isinstance(name, str) or not name:
         raise BadRequest("a multipart part has no content-disposition name")
-    return name, filename if isinstance(filename, str) else None
+    return name, filename if isinstance(filename, str) else None, msg.get("content-type")
 
 
 def parse_form(raw: bytes, content_type: str) -> Form:
@@ -110,8 +111,8 @@ def parse_form(raw: bytes, content_type: str) -> Form:
         end = raw.find(sep, start)
         if end < 0:
             raise BadRequest("malformed multipart body: a part is not terminated by the boundary")
-        name, filename = _disposition(raw[pos + 2:head_end])
-        parts[name] = Part(name, filename, start, end)
+        name, filename, ctype = _disposition(raw[pos + 2:head_end])
+        parts[name] = Part(name, filename, start, end, ctype)
         pos = end + len(sep)
     form = Form(parts)
     if "file" not in parts or parts["file"].filename is None:
