@@ -11,7 +11,11 @@ Cells:
 
 - ``same name``: the client names the wire model (``whisper-1``): the received bytes go upstream as-is;
 - ``re-framed``: the client names a pool: the ``model`` part is re-framed, the file sent as a view
-  of the received bytes (``busbar.proto.ops.audio.reframe``).
+  of the received bytes (``busbar.proto.ops.audio.reframe``);
+- ``Gemini lane``: the pool's member is a Gemini model: the file goes base64-encoded inside a
+  ``:generateContent`` JSON body, encoded chunk by chunk from views of the received bytes
+  (``busbar.proto.ops.audio_gemini.GeminiUploadBody``); holding the encoding whole would add 4/3 of
+  the upload on top.
 
 Usage: .venv/bin/python bench/bench_audio.py [--mb 20] [--runs 3]
 """
@@ -37,10 +41,13 @@ listen: "127.0.0.1:{port}"
 limits: { request_body_max_bytes: 67108864 }
 providers:
   oa: { protocol: openai, base_url: MOCK, api_key: { env: T_OPENAI_KEY } }
+  gm: { protocol: gemini, base_url: MOCK, api_key: { env: T_OPENAI_KEY } }
 models:
   whisper-1: { provider: oa }
+  gem: { provider: gm, upstream_model: gemini-2.0-flash, operations: [audio] }
 pools:
   stt: { members: [ { model: whisper-1 } ] }
+  gem-stt: { members: [ { model: gem } ] }
 """
 
 
@@ -75,7 +82,7 @@ def main() -> int:
     print("| cell | added VmHWM MB (each run) | **median added MB** | **added / upload size** |")
     print("|---|---|---:|---:|")
     with MockProcess() as mock, tempfile.TemporaryDirectory() as tmp, httpx.Client(timeout=120) as c:
-        for cell, model in (("same name", "whisper-1"), ("re-framed", "stt")):
+        for cell, model in (("same name", "whisper-1"), ("re-framed", "stt"), ("Gemini lane", "gem-stt")):
             added: list[float] = []
             for i in range(a.runs):
                 env = {"T_OPENAI_KEY": "sk-x", "BUSBAR_STATE_FILE": ""}
