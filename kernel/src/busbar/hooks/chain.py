@@ -5,7 +5,9 @@ priority order), its decide gates and its taps (the pool's own plus every global
 
 1. Transform pass, once per request (a fallback pool does not repeat it): each rw gate in priority
    order gets ``op: transform`` with the body as left by the previous one; reject > rewrite >
-   abstain. A rewrite replaces the request's IR messages (and tools, when sent) before routing.
+   abstain. A rewrite replaces the request's IR messages (and tools, when sent) before routing; on
+   a non-chat request it replaces the texts hooks were shown (``Operation.rewrite``), and one that
+   does not fit follows the gate's ``on_error`` as a malformed reply would.
    Then taps at ``request`` observe the effective body.
 2. Decide pass: every other gate gets ``op: decide`` at once (``fire``), each cut at its own
    deadline; failures follow ``on_error`` (fallback hooks fire in their place); the verdicts, in
@@ -233,14 +235,16 @@ class PoolChain:
             if run.trace is not None:
                 run.trace.append(trace_entry(g, res, _models(cands)))
             answer, who = await self._settle(gw, g, res, run, cands, frozenset(), members)
+            while isinstance(answer, Rewrite) and (why := _apply_rewrite(call, run, answer)) is not None:
+                # a rewrite this non-chat request cannot take: the gate's on_error, as for a malformed reply
+                answer, who = await self._settle(gw, who, Result(failure="garbage", detail=why), run, cands,
+                                                 frozenset(), members)
             if isinstance(answer, Verdict):
                 if answer.reject is not None:
                     return self._reject(gw, call, run, answer.reject, answer.policy, answer.failure)
                 extra.append((g.rank, answer))
             elif isinstance(answer, Reject):
                 return self._reject(gw, call, run, (answer.status, answer.message), who.name, None)
-            elif isinstance(answer, Rewrite):
-                _apply_rewrite(call, run, answer)
             elif isinstance(answer, Arms):      # a non-rw fallback's decide arms
                 extra.append((g.rank, Verdict(who.name, restrict=answer.restrict, order=answer.order,
                                               on_empty=who.on_empty)))
@@ -361,18 +365,29 @@ def _verdict(call: Call, run: HookRun, answer: Any, who: GateSpec) -> Verdict | 
     if isinstance(answer, Arms):
         return Verdict(who.name, restrict=answer.restrict, order=answer.order, on_empty=who.on_empty)
     if isinstance(answer, Rewrite):
-        _apply_rewrite(call, run, answer)
+        why = _apply_rewrite(call, run, answer)
+        if why is not None:
+            log.warning("hook '%s': its rewrite was not applied: %s; the request proceeds unmodified", who.name, why)
     return None
 
 
-def _apply_rewrite(call: Call, run: HookRun, rw: Rewrite) -> None:
-    """Install the rewritten body: a copy of the IR with new messages (and tools, when sent)."""
+def _apply_rewrite(call: Call, run: HookRun, rw: Rewrite) -> str | None:
+    """Install the rewritten body: a copy of the IR with new messages (and tools, when sent); on a
+    non-chat request, its texts (``busbar.proxy.operation.Operation.rewrite``). Returns why the
+    rewrite cannot be applied (nothing changed), else ``None``."""
+    if call.op is not None:
+        why = call.op.rewrite(rw.messages, rw.tools)
+        if why is None:
+            call.reset_ir()              # hooks after this one see the rewritten texts
+            run.rewritten()
+        return why
     ir = copy.copy(call.ir)
     ir.messages = rw.messages
     if rw.tools is not None:
         ir.tools = rw.tools
     call.install_ir(ir)
     run.rewritten()
+    return None
 
 
 def _log_failure(g: GateSpec, res: Result) -> None:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from busbar.ir.model import IrMessage, IrRequest, TextBlock
 from busbar.ir.ops import OpUsage
-from busbar.proto.ops.audio import Form, audio_seconds, reframe, speech_verdict, upload_verdict
+from busbar.proto.ops.audio import SPEECH_INPUT_MAX, Form, audio_seconds, reframe, speech_verdict, upload_verdict
 from busbar.proto.ops.audio_gemini import GeminiUploadBody, read_answer, write_answer
 from busbar.proto.ops.audio_gemini import dropped as gemini_dropped
 from busbar.proto.ops.audio_gemini import unable as gemini_unable
@@ -77,6 +77,16 @@ class AudioOperation(Operation):
         """Hooks see the speech ``input`` or the upload's ``prompt`` as one user message."""
         text = self.form.prompt if self.form is not None else str(self.req.get("input", ""))
         return IrRequest(messages=[IrMessage("user", [TextBlock(text)])] if text else [])
+
+    def _set_texts(self, texts: list[str]) -> str | None:
+        """Speech: the rewritten ``input`` (checked like the client's). An upload's prompt is a part
+        of the multipart body: it is not rewritten (the reason is returned)."""
+        if self.form is not None:
+            return "an audio upload cannot be rewritten (its prompt is a part of the multipart body)"
+        if len(texts[0]) > SPEECH_INPUT_MAX or not texts[0]:
+            return f"a rewritten speech input must be 1 to {SPEECH_INPUT_MAX} characters"
+        self.req = {**self.req, "input": texts[0]}
+        return None
 
     def body(self, call: Call, lane: Lane) -> tuple[bytes, list[str]]:
         if self.form is not None:                  # re-framed (when needed) or encoded in prepare

@@ -16,6 +16,10 @@
 - ``reply(call, lane, success) -> Reply``: a same-protocol pass-through relays the bytes; otherwise
   the lane's answer is read into the IR and written in the client's shape. Either way
   ``Reply.usage.input_tokens`` and ``Reply.op_usage`` carry the normalised usage.
+- ``rewrite(messages, tools) -> str | None``: a hook's rewrite arm (``busbar.hooks.chain``) replaces
+  the texts hooks were shown (one message per text, same order); after it no hop is a pass-through.
+  A rewrite that does not fit (another count, non-text blocks, tools, token-array input, an audio
+  upload) is refused with the reason, and the gate's ``on_error`` applies, as for a malformed reply.
 
 Source: docs/beyond-chat.md#how-a-pool-serves-an-operation.
 """
@@ -61,13 +65,57 @@ GEMINI_VERBS = {"embeddings": "batchEmbedContents", "images": "predict"}
 class Operation:
     """One non-chat request's operation: its name, the client's codec and the parsed IR."""
 
-    __slots__ = ("name", "ingress", "req", "verb")
+    __slots__ = ("name", "ingress", "req", "verb", "rewritten")
 
     def __init__(self, name: str, ingress: OpCodec, req: Any, verb: str = ""):
         self.name = name            # "embeddings"
         self.ingress = ingress      # the codec of the client's protocol
         self.req = req              # the operation's IR (busbar.ir.ops)
         self.verb = verb            # the ingress path verb (Gemini embedContent | batchEmbedContents)
+        self.rewritten = False      # a hook's rewrite replaced the texts: every hop writes the IR
+
+    def rewrite(self, messages: list[IrMessage], tools: list[Any] | None) -> str | None:
+        """Apply a hook's rewrite (``rewrite.messages``, text only, one message per text of
+        ``ir_view``, in order) to this request's texts; returns why it cannot be applied (``None``:
+        applied). From then on no hop forwards the client's bytes: every lane, same protocol
+        included, gets the rewritten IR written by its codec, and the answer is written back in
+        the client's shape."""
+        if tools is not None:
+            return f"a {self.name} request has no tools to rewrite"
+        texts: list[str] = []
+        for m in messages:
+            if any(not isinstance(b, TextBlock) for b in m.content):
+                return f"a rewrite of a {self.name} request must be text only"
+            texts.append("".join(b.text for b in m.content if isinstance(b, TextBlock)))
+        want = len(self.ir_view().messages)
+        if len(texts) != want:
+            return (f"a rewrite of a {self.name} request must keep one message per text ({want}); "
+                    f"it has {len(texts)}")
+        why = self._set_texts(texts)
+        if why is None:
+            self.rewritten = True
+        return why
+
+    def _set_texts(self, texts: list[str]) -> str | None:
+        """Replace the texts ``ir_view`` projects (same count, same order); a reason when this
+        request's texts cannot be replaced."""
+        req = self.req
+        if isinstance(req, RerankRequest):
+            req.query, req.documents = texts[0], texts[1:]
+        elif isinstance(req, EmbedRequest):
+            if req.tokens:
+                return "token-array embeddings input cannot be rewritten"
+            req.inputs = texts
+        elif isinstance(req, ImageRequest):
+            req.prompt = texts[0]
+        else:                        # moderation: the OpenAI body's string inputs, in order
+            value = req.get("input")
+            if isinstance(value, str):
+                self.req = {**req, "input": texts[0]}
+            else:
+                it = iter(texts)
+                self.req = {**req, "input": [next(it) if isinstance(v, str) else v for v in value]}
+        return None
 
     def able(self, lane: Lane) -> str | None:
         """Why ``lane`` cannot serve this request, or ``None`` when it can."""
@@ -100,7 +148,7 @@ class Operation:
         return IrRequest(messages=[IrMessage("user", [TextBlock(t)]) for t in texts])
 
     def _same(self, lane: Lane) -> bool:
-        return lane.provider.protocol == self.ingress.protocol and self.ingress.passthrough
+        return lane.provider.protocol == self.ingress.protocol and self.ingress.passthrough and not self.rewritten
 
     def body(self, call: Call, lane: Lane) -> tuple[bytes, list[str]]:
         """The upstream body for ``lane`` and the client fields dropped on the way."""
@@ -111,7 +159,7 @@ class Operation:
         egress = codec(self.name, lane.provider.protocol)
         assert egress is not None            # unable() kept this lane off the walk
         doc, dropped = egress.write_request(self.req, lane.upstream_model)
-        return orjson.dumps(doc), [*self.req.dropped, *dropped]
+        return orjson.dumps(doc), [*getattr(self.req, "dropped", ()), *dropped]
 
     @property
     def binary(self) -> bool:
