@@ -7,12 +7,16 @@ rate card that prices a unit for one model but not for another serving that oper
 at boot with a paste-ready line."""
 from __future__ import annotations
 
+import json
 import time
 
+import boto3
 import cohere
 import httpx
 import openai
 import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from tests.support.gateway import BusbarProcess, free_port
 from tests.support.waiting import wait_until
@@ -30,28 +34,33 @@ providers:
   oa: { protocol: openai, base_url: MOCK, api_key: { env: T_OPENAI_KEY } }
   co: { protocol: cohere, base_url: MOCK, api_key: { env: T_COHERE_KEY } }
   gm: { protocol: gemini, base_url: MOCK, api_key: { env: T_GEMINI_KEY } }
+  br: { protocol: bedrock, base_url: MOCK, api_key: { env: T_AWS_CREDS } }
 models:
   img: { provider: oa, upstream_model: dall-e-3, operations: [images] }
   whisper: { provider: oa, upstream_model: whisper-1, operations: [audio] }
   tts: { provider: oa, upstream_model: tts-1, operations: [audio] }
   rr: { provider: co, upstream_model: rerank-v3.5, operations: [rerank] }
   gem-stt: { provider: gm, upstream_model: gemini-2.0-flash, operations: [audio] }
+  br-img: { provider: br, upstream_model: "amazon.titan-image-generator-v2:0", operations: [images] }
 pools:
   imgs: { members: [ { model: img } ] }
   stt: { members: [ { model: whisper } ] }
   voice: { members: [ { model: tts } ] }
   ranker: { members: [ { model: rr } ] }
   gem: { members: [ { model: gem-stt } ] }
+  canvas: { members: [ { model: br-img } ] }
 rate_card:
   img: { per_image_utok: 40000 }
   whisper: { per_audio_second_utok: 250, per_character_utok: 0 }
   tts: { per_audio_second_utok: 0, per_character_utok: 15 }
   rr: { per_search_unit_utok: 2000 }
   gem-stt: { output_utok: 1.0, per_audio_second_utok: 250, per_character_utok: 0 }
+  br-img: { per_image_utok: 40000 }
 groups:
   spend: { limits: [ { budget: 1000000, per: day } ] }
   tight: { limits: [ { budget: 100000, per: day } ] }
   gemg: { limits: [ { budget: 100000, per: day } ] }
+  tight2: { limits: [ { budget: 100000, per: day } ] }
 """
 
 AUDIO = bytes(range(256)) * 156 + bytes(64)     # 40 000 bytes: 2.5 s at the mock's 16 kB per second
@@ -62,14 +71,16 @@ class Gw(BusbarProcess):
     def __init__(self, tmp, mock_url: str) -> None:  # noqa: ANN001
         port = free_port()
         super().__init__(CONFIG.replace("MOCK", mock_url).replace("ADMIN_PORT", str(port)), tmp,
-                         env={"T_OPENAI_KEY": "sk-test", "T_COHERE_KEY": "co-test", "T_GEMINI_KEY": "g-test", "T_ADMIN_TOKEN": ADMIN_TOKEN})
+                         env={"T_OPENAI_KEY": "sk-test", "T_COHERE_KEY": "co-test", "T_GEMINI_KEY": "g-test",
+                             "T_AWS_CREDS": "AKIDEXAMPLE:secretkey", "T_ADMIN_TOKEN": ADMIN_TOKEN})
         self.admin = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1/admin", timeout=30,
                                   headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
 
-    def mint(self, group: str) -> tuple[str, str]:
-        r = self.admin.post("/keys", json={"name": f"k-{group}-{time.time_ns()}", "group": group})
+    def mint(self, group: str, **extra) -> tuple[str, str]:  # noqa: ANN003
+        r = self.admin.post("/keys", json={"name": f"k-{group}-{time.time_ns()}", "group": group, **extra})
         assert r.status_code == 201, r.text
         key_id, token = r.json()["id"], r.json()["token"]
+        self.last = r.json()
         probe = {"model": "no-such-pool", "input": "x"}                     # 404 once the key is known
         wait_until(lambda: httpx.post(self.url + "/v1/embeddings", json=probe, timeout=5,
                                       headers={"authorization": f"Bearer {token}"}).status_code == 404,
@@ -162,3 +173,33 @@ def test_a_gemini_transcription_is_charged_its_seconds_and_its_tokens(gw, mock):
     (req,) = mock.requests()
     assert req["path"] == "/v1beta/models/gemini-2.0-flash:generateContent"
     assert _used(gw, "gemg") == (635, 0)           # 2.5 s × 250 µ + 10 output tokens × 1 µ
+
+
+def test_bedrock_refuses_the_image_worst_case_in_its_quota_shape(gw, mock):
+    gw.mint("tight2", issue_aws_credential=True)
+    key = gw.last
+    c = boto3.client("bedrock-runtime", endpoint_url=gw.url, region_name="us-east-1",
+                     aws_access_key_id=key["aws_access_key_id"], aws_secret_access_key=key["aws_secret_access_key"],
+                     config=Config(retries={"total_max_attempts": 1, "mode": "standard"}))
+
+    def invoke(n: int) -> dict:
+        body = {"taskType": "TEXT_IMAGE", "textToImageParams": {"text": "a lighthouse"},
+                "imageGenerationConfig": {"numberOfImages": n}}
+        return json.loads(c.invoke_model(modelId="canvas", body=json.dumps(body))["body"].read())
+
+    def served() -> bool:                # the AWS credential is usable once the key mirror synced it
+        try:
+            return len(invoke(1)["images"]) == 1
+        except ClientError:
+            return False
+    wait_until(served, what="the minted AWS credential synced")
+    assert _used(gw, "tight2") == (40000, 0)
+    mock.clear()
+    with pytest.raises(ClientError) as e:                           # 40 000 + 2 × 40 000 > 100 000
+        invoke(2)
+    err = e.value.response
+    assert (err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"], err["Error"]["Message"]) == (
+        400, "ServiceQuotaExceededException", "group 'tight2': budget per day is exhausted (budget 100000)")
+    assert mock.requests() == []
+    assert len(invoke(1)["images"]) == 1
+    assert _used(gw, "tight2") == (80000, 0)
