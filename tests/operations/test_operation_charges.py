@@ -68,9 +68,12 @@ DOCS = ["Carson City is the capital of Nevada.", "Washington, D.C. is the capita
 
 
 class Gw(BusbarProcess):
-    def __init__(self, tmp, mock_url: str) -> None:  # noqa: ANN001
+    def __init__(self, tmp, mock_url: str, store_yaml: str = "") -> None:  # noqa: ANN001
         port = free_port()
-        super().__init__(CONFIG.replace("MOCK", mock_url).replace("ADMIN_PORT", str(port)), tmp,
+        text = CONFIG.replace("MOCK", mock_url).replace("ADMIN_PORT", str(port))
+        if store_yaml:
+            text = text.replace("advanced:", store_yaml + "\nadvanced:", 1)
+        super().__init__(text, tmp,
                          env={"T_OPENAI_KEY": "sk-test", "T_COHERE_KEY": "co-test", "T_GEMINI_KEY": "g-test",
                              "T_AWS_CREDS": "AKIDEXAMPLE:secretkey", "T_ADMIN_TOKEN": ADMIN_TOKEN})
         self.admin = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1/admin", timeout=30,
