@@ -12,8 +12,10 @@ Layout under ``prefix``: ``schema`` (version), ``rev`` (revision counter), ``key
 ``usage:all`` (set), ``meter:<day>`` (hash) + ``meter:days`` (set), ``audit:<seq>`` (JSON) +
 ``audit`` (zset), ``deny:<sub>`` (JSON) + ``deny`` (zset by revision), ``cred:<id>`` (JSON with
 secret), ``cred:pub:<kind>:<public id>``, ``cred:slot:<key>:<kind>:<slot>``, ``cred:of:<key>`` (set),
-``creds`` (zset by revision), ``meta`` (hash). Nothing expires (metering retention: ``busbar store
-prune``). See docs/stores.md.
+``creds`` (zset by revision), ``meta`` (hash), ``strict:<bucket>|<window>`` (hash: ``<metric>:used``,
+``<metric>:reserved``). Only strict counters expire (``EXPIREAT`` at their ``expires_at``); nothing
+else does (metering retention: ``busbar store prune``). ``strict_admit`` is one Lua script: every
+counter of the call is checked, then all are reserved, or none. See docs/stores.md.
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ from busbar_sdk.store import (
     newer_schema_message,
 )
 from busbar_sdk.store.settings import REQUIRED, check_settings, redact_url
+from busbar_sdk.store.strict import StrictCharge, StrictCounter, StrictRelease, check_distinct
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -70,6 +73,37 @@ end
 return 1
 """
 
+# KEYS: one hash per charge; ARGV: quadruples (metric, cap, amount, expires_at or 0). Every counter
+# is checked first; only when all fit is each reserved (all or none). Returns 0, or the 1-based
+# index of the first charge that does not fit.
+_STRICT_ADMIT = """
+for i = 1, #KEYS do
+  local m = ARGV[4 * i - 3]
+  local v = redis.call('HMGET', KEYS[i], m .. ':used', m .. ':reserved')
+  if (tonumber(v[1]) or 0) + (tonumber(v[2]) or 0) + tonumber(ARGV[4 * i - 1]) > tonumber(ARGV[4 * i - 2]) then
+    return i
+  end
+end
+for i = 1, #KEYS do
+  redis.call('HINCRBY', KEYS[i], ARGV[4 * i - 3] .. ':reserved', ARGV[4 * i - 1])
+  if ARGV[4 * i] ~= '0' then redis.call('EXPIREAT', KEYS[i], ARGV[4 * i]) end
+end
+return 0
+"""
+
+# KEYS: one hash per release; ARGV: quadruples (metric, release, add, expires_at or 0).
+_STRICT_SETTLE = """
+for i = 1, #KEYS do
+  local m = ARGV[4 * i - 3]
+  local r = redis.call('HINCRBY', KEYS[i], m .. ':reserved', -tonumber(ARGV[4 * i - 2]))
+  if r < 0 then redis.call('HSET', KEYS[i], m .. ':reserved', 0) end
+  local u = redis.call('HINCRBY', KEYS[i], m .. ':used', ARGV[4 * i - 1])
+  if u < 0 then redis.call('HSET', KEYS[i], m .. ':used', 0) end
+  if ARGV[4 * i] ~= '0' then redis.call('EXPIREAT', KEYS[i], ARGV[4 * i]) end
+end
+return 1
+"""
+
 
 class ValkeyStore(Store):
     """A :class:`Store` on one Valkey/Redis server; build it with :meth:`from_settings`."""
@@ -84,6 +118,8 @@ class ValkeyStore(Store):
                                                     socket_timeout=max(timeout, 10), health_check_interval=30,
                                                     retry_on_timeout=False)
         self._floor_add = self._r.register_script(_FLOOR_ADD)
+        self._strict_admit = self._r.register_script(_STRICT_ADMIT)
+        self._strict_settle = self._r.register_script(_STRICT_SETTLE)
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> ValkeyStore:
@@ -294,6 +330,36 @@ class ValkeyStore(Store):
                     pipe.sadd(self.k("usage", "all"), f"{item.bucket}|{item.window_start}")
                 await pipe.execute()
         await self._do(run)
+
+    # -- strict counters ---------------------------------------------------------------------
+    def _strict_key(self, bucket: str, window_start: int) -> str:
+        return self.k("strict", f"{bucket}|{window_start}")
+
+    async def strict_admit(self, charges: list[StrictCharge]) -> int | None:
+        check_distinct(charges)
+        if not charges:
+            return None
+        keys = [self._strict_key(c.bucket, c.window_start) for c in charges]
+        argv: list[str | int] = []
+        for c in charges:
+            argv += [c.metric, c.cap, c.amount, c.expires_at or 0]
+        over = int(await self._do(lambda: self._strict_admit(keys=keys, args=argv)))
+        return None if over == 0 else over - 1
+
+    async def strict_settle(self, releases: list[StrictRelease]) -> None:
+        check_distinct(releases)
+        if not releases:
+            return
+        keys = [self._strict_key(r.bucket, r.window_start) for r in releases]
+        argv: list[str | int] = []
+        for r in releases:
+            argv += [r.metric, r.release, r.add, r.expires_at or 0]
+        await self._do(lambda: self._strict_settle(keys=keys, args=argv))
+
+    async def strict_get(self, bucket: str, window_start: int, metric: str) -> StrictCounter:
+        used, reserved = await self._do(lambda: self._r.hmget(self._strict_key(bucket, window_start),
+                                                               [f"{metric}:used", f"{metric}:reserved"]))
+        return StrictCounter(int(used or 0), int(reserved or 0))
 
     # -- metering ----------------------------------------------------------------------------
     async def add_metering(self, deltas: list[MeteringDelta]) -> None:

@@ -7,6 +7,8 @@ write, export and test one.
   :class:`MeteringRow`, :class:`AuditRecord`, :class:`DenyEntry`, :class:`CredentialMeta`,
   :class:`CredentialSecret`.
 - Errors (``busbar_sdk.store.errors``): :class:`StoreError` and its subclasses.
+- Strict counters (``busbar_sdk.store.strict``): :class:`StrictCharge`, :class:`StrictRelease`,
+  :class:`StrictCounter` (``strict_admit`` / ``strict_settle`` / ``strict_get``).
 - Windows (``busbar_sdk.store.windows``): civil-UTC window starts and rolls.
 - :func:`export_store`: a ``Store`` subclass as a ``kind: store`` plugin; :class:`RemoteStore`:
   the kernel's client of one; :class:`MemoryStore`: the compiled-in default.
@@ -43,6 +45,7 @@ from busbar_sdk.store.records import (
     UsageLedger,
     VirtualKey,
 )
+from busbar_sdk.store.strict import StrictCharge, StrictCounter, StrictRelease
 from busbar_sdk.store.windows import WINDOWS, day_of, parse_day, window_end, window_start
 from busbar_sdk.store.wire import OPS, RemoteStore, dispatch
 
@@ -50,6 +53,7 @@ __all__ = [
     "OPS", "SCHEMA_VERSION", "WINDOWS", "AuditRecord", "CredentialMeta", "CredentialSecret", "DenyEntry",
     "MemoryStore", "MeteringDelta", "MeteringRow", "RemoteStore", "Store", "StoreConflict", "StoreError",
     "StoreExport", "StoreInvalid", "StoreNotFound", "StoreSchemaError", "StoreUnavailable", "StoreUnsupported",
-    "TierTokens", "UsageDelta", "UsageItem", "UsageLedger", "VirtualKey", "day_of", "dispatch", "export_store",
+    "StrictCharge", "StrictCounter", "StrictRelease", "TierTokens", "UsageDelta", "UsageItem", "UsageLedger",
+    "VirtualKey", "day_of", "dispatch", "export_store",
     "newer_schema_message", "parse_day", "window_end", "window_start",
 ]

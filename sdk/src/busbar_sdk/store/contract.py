@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 from typing import Any
 
+from busbar_sdk.store.errors import StoreUnsupported
 from busbar_sdk.store.records import (
     AuditRecord,
     CredentialMeta,
@@ -29,6 +30,7 @@ from busbar_sdk.store.records import (
     UsageLedger,
     VirtualKey,
 )
+from busbar_sdk.store.strict import StrictCharge, StrictCounter, StrictRelease
 
 __all__ = ["SCHEMA_VERSION", "Store", "newer_schema_message"]
 
@@ -120,6 +122,40 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def list_usage(self, bucket: str) -> dict[int, UsageLedger]:
         """Every window of ``bucket``: ``{window_start: ledger}``."""
+
+    # -- strict counters (busbar_sdk.store.strict) ----------------------------------------------
+    # Not abstract: a store that predates them answers StoreUnsupported, and a config with a
+    # strict limit on it is refused at boot.
+    async def strict_admit(self, charges: list[StrictCharge]) -> int | None:
+        """ONE atomic check-and-reserve over every charge: when each counter has ``used + reserved
+        + amount <= cap``, each ``reserved`` grows by its ``amount`` and the answer is ``None``;
+        otherwise nothing moves and the answer is the index of the first charge that does not fit.
+        A missing counter starts at 0; ``expires_at`` is (re)set on every counter
+        charged. Concurrent callers on every node see a single order of admissions.
+
+        Raises:
+            StoreInvalid: an unknown metric, a negative amount, a counter named twice.
+            StoreUnsupported: this backend has no strict counters.
+        """
+        raise StoreUnsupported(f"the {self.backend} store does not implement strict counters (strict_admit)")
+
+    async def strict_settle(self, releases: list[StrictRelease]) -> None:
+        """Atomically, for every item: ``reserved -= release`` and ``used += add``, each floored at 0
+        (a counter dropped meanwhile is re-created with ``used = add``).
+
+        Raises:
+            StoreInvalid: an unknown metric, a negative amount, a counter named twice.
+            StoreUnsupported: this backend has no strict counters.
+        """
+        raise StoreUnsupported(f"the {self.backend} store does not implement strict counters (strict_settle)")
+
+    async def strict_get(self, bucket: str, window_start: int, metric: str) -> StrictCounter:
+        """One counter (zeros when never charged, or dropped after ``expires_at``).
+
+        Raises:
+            StoreUnsupported: this backend has no strict counters.
+        """
+        raise StoreUnsupported(f"the {self.backend} store does not implement strict counters (strict_get)")
 
     # -- metering ----------------------------------------------------------------------------
     @abc.abstractmethod

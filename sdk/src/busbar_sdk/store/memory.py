@@ -22,6 +22,7 @@ from busbar_sdk.store.records import (
     UsageLedger,
     VirtualKey,
 )
+from busbar_sdk.store.strict import StrictCharge, StrictCounter, StrictRelease, check_distinct, first_over
 
 __all__ = ["MemoryStore"]
 
@@ -40,6 +41,7 @@ class MemoryStore(Store):
         self._deny: dict[str, DenyEntry] = {}
         self._creds: dict[str, CredentialSecret] = {}
         self._meta: dict[str, str] = {}
+        self._strict: dict[tuple[str, int, str], list[int | None]] = {}     # key -> [used, reserved, expires_at]
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> MemoryStore:
@@ -116,6 +118,39 @@ class MemoryStore(Store):
 
     async def list_usage(self, bucket: str) -> dict[int, UsageLedger]:
         return {w: copy.deepcopy(led) for (b, w), led in sorted(self._usage.items()) if b == bucket}
+
+    async def strict_admit(self, charges: list[StrictCharge]) -> int | None:
+        check_distinct(charges)
+        rows = self._strict
+        over = first_over(charges, {c.key: (int(r[0] or 0), int(r[1] or 0)) for c in charges
+                                    if (r := rows.get(c.key)) is not None})
+        if over is not None:
+            return over
+        for c in charges:
+            row = rows.get(c.key) or self._new_strict(c.key, c.window_start)
+            row[1], row[2] = int(row[1] or 0) + c.amount, c.expires_at
+        return None
+
+    async def strict_settle(self, releases: list[StrictRelease]) -> None:
+        check_distinct(releases)
+        for r in releases:
+            row = self._strict.get(r.key) or self._new_strict(r.key, r.window_start)
+            row[0] = max(0, int(row[0] or 0) + r.add)
+            row[1] = max(0, int(row[1] or 0) - r.release)
+            row[2] = r.expires_at
+
+    async def strict_get(self, bucket: str, window_start: int, metric: str) -> StrictCounter:
+        row = self._strict.get((bucket, window_start, metric))
+        return StrictCounter(int(row[0] or 0), int(row[1] or 0)) if row else StrictCounter()
+
+    def _new_strict(self, key: tuple[str, int, str], now: int) -> list[int | None]:
+        """A new counter; counters that expired before ``now`` (a window start: a lower bound of
+        the clock) are dropped first."""
+        for k in [k for k, row in self._strict.items() if row[2] is not None and row[2] < now]:
+            del self._strict[k]
+        row: list[int | None] = [0, 0, None]
+        self._strict[key] = row
+        return row
 
     async def add_metering(self, deltas: list[MeteringDelta]) -> None:
         for d in deltas:

@@ -17,10 +17,18 @@ Tables (schema version :data:`~busbar_sdk.store.contract.SCHEMA_VERSION`):
 ``busbar_audit``              audit records by ``seq``
 ``busbar_denylist``           revoked subjects
 ``busbar_credentials``        row-looked-up credentials (unique ``(kind, public_id)``, ``(key_id, kind, slot)``)
+``busbar_strict``             ``(bucket, window_start, metric)`` -> used, reserved, expires_at (strict counters)
 ============================  ===============================================================
 
 Every additive write is ``INSERT ... ON CONFLICT DO UPDATE SET x = max(0, x + excluded.x)`` in one
 transaction, so writers on several nodes converge on the exact sum.
+
+Strict counters (``busbar_sdk.store.strict``): on PostgreSQL ``strict_admit`` is ONE statement in
+autocommit (one round trip): a CTE locks every counter of the call in key order (``FOR UPDATE``,
+so concurrent admissions queue instead of deadlocking), decides, and updates all or none. A
+counter that does not exist yet is created (zeros) by a second statement and the decision is
+taken again, once per counter and window. On SQLite it is one ``BEGIN IMMEDIATE`` transaction
+(the write lock first: every process sharing the file sees a single order of admissions).
 """
 from __future__ import annotations
 
@@ -54,6 +62,7 @@ from busbar_sdk.store.records import (
     UsageLedger,
     VirtualKey,
 )
+from busbar_sdk.store.strict import StrictCharge, StrictCounter, StrictRelease, check_distinct, first_over
 
 __all__ = ["METADATA", "SqlStore"]
 
@@ -118,6 +127,40 @@ CREDS = sa.Table(
     sa.UniqueConstraint("key_id", "kind", "slot", name="busbar_credentials_slot"),
 )
 
+STRICT = sa.Table(
+    "busbar_strict", METADATA,
+    sa.Column("bucket", sa.String(255), primary_key=True), sa.Column("window_start", _BIG, primary_key=True),
+    sa.Column("metric", sa.String(16), primary_key=True),
+    sa.Column("used", _BIG, nullable=False), sa.Column("reserved", _BIG, nullable=False),
+    sa.Column("expires_at", _BIG),
+)
+
+# One atomic check-and-reserve over every counter of the call (see the module docstring). ``found``
+# < the call's size: some counter does not exist yet (nothing moved); ``first``: the 1-based
+# ordinal of the first charge that does not fit (nothing moved); ``charged`` = size: admitted.
+_PG_ADMIT = sa.text("""
+WITH want AS (
+  SELECT * FROM unnest(CAST(:buckets AS text[]), CAST(:starts AS bigint[]), CAST(:metrics AS text[]),
+                       CAST(:caps AS bigint[]), CAST(:amounts AS bigint[]), CAST(:expires AS bigint[]))
+    WITH ORDINALITY AS w(bucket, window_start, metric, cap, amount, expires_at, idx)
+), cur AS (
+  SELECT w.idx, s.used + s.reserved + w.amount > w.cap AS over
+  FROM busbar_strict AS s JOIN want AS w
+    ON s.bucket = w.bucket AND s.window_start = w.window_start AND s.metric = w.metric
+  ORDER BY s.bucket, s.window_start, s.metric
+  FOR UPDATE OF s
+), verdict AS (
+  SELECT count(*) AS found, min(idx) FILTER (WHERE over) AS first FROM cur
+), upd AS (
+  UPDATE busbar_strict AS s SET reserved = s.reserved + w.amount, expires_at = w.expires_at
+  FROM want AS w, verdict AS v
+  WHERE s.bucket = w.bucket AND s.window_start = w.window_start AND s.metric = w.metric
+    AND v.found = :n AND v.first IS NULL
+  RETURNING 1
+)
+SELECT v.found, v.first, (SELECT count(*) FROM upd) AS charged FROM verdict AS v
+""")
+
 #: Migrations from version N to N+1 (none yet: version 1 is the first schema).
 MIGRATIONS: dict[int, Callable[[AsyncConnection], Any]] = {}
 
@@ -157,11 +200,14 @@ class SqlStore(Store):
         return self._insert(table)
 
     @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[AsyncConnection]:
-        """One transaction; a failure to connect (refused, timed out, rejected by the server's
+    async def _tx(self, autocommit: bool = False) -> AsyncIterator[AsyncConnection]:
+        """One transaction (``autocommit``: none, each statement commits on its own: no BEGIN or
+        COMMIT round trip); a failure to connect (refused, timed out, rejected by the server's
         authentication or TLS rules) is :class:`StoreUnavailable` naming the target."""
         try:
             conn = await self.engine.connect()
+            if autocommit:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
         except (TimeoutError, SQLAlchemyError, OSError, ConnectionError) as exc:
             raise StoreUnavailable(self._clean(f"{self.backend} at {self.where} is unavailable: "
                                                f"{_reason(exc)}")) from None
@@ -347,6 +393,81 @@ class SqlStore(Store):
         return stmt.on_conflict_do_update(
             index_elements=[TOKENS.c.bucket, TOKENS.c.window_start, TOKENS.c.model],
             set_={t: _floor_add(TOKENS.c[t], sa.bindparam(f"d_{t}")) for t in _TIERS})
+
+    # -- strict counters ---------------------------------------------------------------------
+    async def strict_admit(self, charges: list[StrictCharge]) -> int | None:
+        check_distinct(charges)
+        if not charges:
+            return None
+        if self.engine.dialect.name != "postgresql":
+            return await self._strict_admit_tx(charges)
+        params = {"buckets": [c.bucket for c in charges], "starts": [c.window_start for c in charges],
+                  "metrics": [c.metric for c in charges], "caps": [c.cap for c in charges],
+                  "amounts": [c.amount for c in charges], "expires": [c.expires_at for c in charges],
+                  "n": len(charges)}
+        for _ in range(3):
+            async with self._tx(autocommit=True) as conn:
+                _found, first, charged = (await conn.execute(_PG_ADMIT, params)).one()
+            if charged == len(charges):
+                return None
+            if first is not None:
+                return int(first) - 1
+            async with self._tx() as conn:            # a counter is new: create it (zeros), decide again
+                await self._create_strict(conn, charges)
+        raise StoreUnavailable(f"{self.backend}: strict counters were dropped while being created; retry")
+
+    async def _strict_admit_tx(self, charges: list[StrictCharge]) -> int | None:
+        keys = [c.key for c in charges]
+        async with self._tx() as conn:
+            rows = (await conn.execute(sa.select(STRICT).where(
+                sa.tuple_(STRICT.c.bucket, STRICT.c.window_start, STRICT.c.metric).in_(keys)))).mappings().all()
+            current = {(r["bucket"], int(r["window_start"]), r["metric"]): (int(r["used"]), int(r["reserved"]))
+                       for r in rows}
+            over = first_over(charges, current)
+            if over is not None:
+                return over
+            if len(current) < len(charges):
+                await self._create_strict(conn, charges)
+            stmt = sa.update(STRICT).where(
+                (STRICT.c.bucket == sa.bindparam("b")) & (STRICT.c.window_start == sa.bindparam("w"))
+                & (STRICT.c.metric == sa.bindparam("m"))).values(
+                reserved=STRICT.c.reserved + sa.bindparam("amount", type_=_BIG),
+                expires_at=sa.bindparam("exp", type_=_BIG))
+            await conn.execute(stmt, [{"b": c.bucket, "w": c.window_start, "m": c.metric, "amount": c.amount,
+                                       "exp": c.expires_at} for c in charges])
+        return None
+
+    async def _create_strict(self, conn: AsyncConnection, charges: list[StrictCharge]) -> None:
+        """Create the call's missing counters (zeros), after dropping the expired ones (expired
+        before the call's latest window start: a lower bound of the clock)."""
+        now = max(c.window_start for c in charges)
+        await conn.execute(sa.delete(STRICT).where(STRICT.c.expires_at < now))
+        rows = [{"bucket": c.bucket, "window_start": c.window_start, "metric": c.metric, "used": 0, "reserved": 0,
+                 "expires_at": c.expires_at} for c in sorted(charges, key=lambda c: c.key)]
+        await conn.execute(self._ins(STRICT).on_conflict_do_nothing(), rows)
+
+    async def strict_settle(self, releases: list[StrictRelease]) -> None:
+        check_distinct(releases)
+        if not releases:
+            return
+        stmt = self._ins(STRICT).values(bucket=sa.bindparam("bucket"), window_start=sa.bindparam("window_start"),
+                                        metric=sa.bindparam("metric"), used=sa.bindparam("add"), reserved=0,
+                                        expires_at=sa.bindparam("expires_at"))
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[STRICT.c.bucket, STRICT.c.window_start, STRICT.c.metric],
+            set_={"used": _floor_add(STRICT.c.used, sa.bindparam("add")),
+                  "reserved": _floor_add(STRICT.c.reserved, -sa.bindparam("release", type_=_BIG)),
+                  "expires_at": stmt.excluded.expires_at})
+        rows = [r.to_wire() for r in sorted(releases, key=lambda r: r.key)]        # one lock order: no deadlock
+        async with self._tx() as conn:
+            await conn.execute(stmt, rows)
+
+    async def strict_get(self, bucket: str, window_start: int, metric: str) -> StrictCounter:
+        async with self._tx() as conn:
+            row = (await conn.execute(sa.select(STRICT.c.used, STRICT.c.reserved).where(
+                (STRICT.c.bucket == bucket) & (STRICT.c.window_start == window_start)
+                & (STRICT.c.metric == metric)))).first()
+        return StrictCounter(int(row[0]), int(row[1])) if row else StrictCounter()
 
     # -- metering ----------------------------------------------------------------------------
     async def add_metering(self, deltas: list[MeteringDelta]) -> None:

@@ -25,6 +25,7 @@ from busbar_sdk.store.records import (
     UsageLedger,
     VirtualKey,
 )
+from busbar_sdk.store.strict import StrictCharge, StrictCounter, StrictRelease
 
 __all__ = ["OPS", "Codec", "RemoteStore", "dispatch"]
 
@@ -93,6 +94,10 @@ OPS: dict[str, tuple[tuple[tuple[str, Codec, Any], ...], Codec]] = {
                   NONE),
     "add_usage": ((("items", _list(_record(UsageItem)), _REQUIRED),), NONE),
     "list_usage": ((("bucket", STR, _REQUIRED),), WINDOWS),
+    "strict_admit": ((("charges", _list(_record(StrictCharge)), _REQUIRED),), _optional(INT)),
+    "strict_settle": ((("releases", _list(_record(StrictRelease)), _REQUIRED),), NONE),
+    "strict_get": ((("bucket", STR, _REQUIRED), ("window_start", INT, _REQUIRED), ("metric", STR, _REQUIRED)),
+                   _record(StrictCounter)),
     "add_metering": ((("deltas", _list(_record(MeteringDelta)), _REQUIRED),), NONE),
     "list_metering": ((("day", STR, _REQUIRED),), _list(_record(MeteringRow))),
     "purge_metering_before": ((("day", STR, _REQUIRED),), INT),
@@ -221,6 +226,17 @@ class RemoteStore(Store):
     async def list_usage(self, bucket: str) -> dict[int, UsageLedger]:
         windows: dict[int, UsageLedger] = await self._op("list_usage", bucket=bucket)
         return windows
+
+    async def strict_admit(self, charges: list[StrictCharge]) -> int | None:
+        over: int | None = await self._op("strict_admit", charges=charges)
+        return over
+
+    async def strict_settle(self, releases: list[StrictRelease]) -> None:
+        await self._op("strict_settle", releases=releases)
+
+    async def strict_get(self, bucket: str, window_start: int, metric: str) -> StrictCounter:
+        counter: StrictCounter = await self._op("strict_get", bucket=bucket, window_start=window_start, metric=metric)
+        return counter
 
     async def add_metering(self, deltas: list[MeteringDelta]) -> None:
         await self._op("add_metering", deltas=deltas)

@@ -20,6 +20,7 @@ backend that cannot produce a second handle on the same data (an in-memory store
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
@@ -33,7 +34,11 @@ from busbar_sdk.store import (
     MeteringDelta,
     Store,
     StoreConflict,
+    StoreInvalid,
     StoreNotFound,
+    StrictCharge,
+    StrictCounter,
+    StrictRelease,
     TierTokens,
     UsageDelta,
     UsageItem,
@@ -170,6 +175,90 @@ class StoreConformance:
                 assert await a.get_usage("group:fleet@total", 0) == UsageLedger(100, 100, {"m": TierTokens(300, 400,
                                                                                                       100, 0)})
                 assert (await b.get_usage("group:root@total", 0)).requests == 100
+            finally:
+                await a.close()
+                if b is not a:
+                    await b.close()
+        asyncio.run(main())
+
+    # -- strict counters ---------------------------------------------------------------------
+    def test_strict_admit_checks_every_counter_and_charges_all_or_none(self, store_factory: Factory) -> None:
+        async def body(s: Store) -> None:
+            later = 4_000_000_000                                     # expires_at: far in the future
+            req = StrictCharge("group:bob@minute", 60, "requests", cap=2, amount=1, expires_at=later)
+            bud = StrictCharge("group:acme@month", 0, "budget", cap=1000, amount=600, expires_at=later)
+            assert await s.strict_get("group:bob@minute", 60, "requests") == StrictCounter(0, 0)
+            assert await s.strict_admit([req, bud]) is None
+            assert await s.strict_get("group:bob@minute", 60, "requests") == StrictCounter(0, 1)
+            assert await s.strict_get("group:acme@month", 0, "budget") == StrictCounter(0, 600)
+            assert await s.strict_admit([req, bud]) == 1                       # 600 + 600 > 1000: nothing moves
+            assert await s.strict_get("group:bob@minute", 60, "requests") == StrictCounter(0, 1)
+            await s.strict_settle([StrictRelease("group:bob@minute", 60, "requests", 1, 1, later),
+                                   StrictRelease("group:acme@month", 0, "budget", release=600, add=450)])
+            assert await s.strict_get("group:bob@minute", 60, "requests") == StrictCounter(1, 0)
+            assert await s.strict_get("group:acme@month", 0, "budget") == StrictCounter(450, 0)
+            exact = StrictCharge("group:acme@month", 0, "budget", cap=1000, amount=550)
+            assert await s.strict_admit([req, exact]) is None                  # 1 + 1 <= 2 and 450 + 550 <= 1000
+            assert await s.strict_admit([exact]) == 0
+            assert await s.strict_admit([StrictCharge("group:acme@month", 0, "budget", cap=1000, amount=0)]) is None
+            assert await s.strict_admit([req]) == 0                            # 1 used + 1 reserved = the cap
+            # the same bucket, another metric: its own counter; a new window starts at zero
+            assert await s.strict_admit([StrictCharge("group:bob@minute", 60, "budget", cap=5, amount=5)]) is None
+            assert await s.strict_admit([StrictCharge("group:bob@minute", 120, "requests", cap=2, amount=1)]) is None
+            assert await s.strict_get("group:bob@minute", 120, "requests") == StrictCounter(0, 1)
+            # a non-2xx outcome: released, nothing added; floors at 0
+            await s.strict_settle([StrictRelease("group:bob@minute", 60, "requests", release=5, add=0)])
+            assert await s.strict_get("group:bob@minute", 60, "requests") == StrictCounter(1, 0)
+            # a settlement for a counter that is gone re-creates it with what it adds
+            await s.strict_settle([StrictRelease("group:gone@hour", 3600, "budget", release=10, add=7)])
+            assert await s.strict_get("group:gone@hour", 3600, "budget") == StrictCounter(7, 0)
+            for bad in ([StrictCharge("group:bob@minute", 60, "tokens", cap=9, amount=1)],
+                        [StrictCharge("group:x@total", 0, "budget", cap=9, amount=-1)],
+                        [StrictCharge("group:x@total", 0, "budget", cap=9, amount=1)] * 2):
+                with pytest.raises(StoreInvalid):
+                    await s.strict_admit(bad)
+            assert await s.strict_get("group:x@total", 0, "budget") == StrictCounter(0, 0)
+            with pytest.raises(StoreInvalid):
+                await s.strict_settle([StrictRelease("group:x@total", 0, "budget", release=-1, add=0)])
+            assert await s.strict_admit([]) is None
+        _run(store_factory, body)
+
+    def test_strict_counters_expire(self, store_factory: Factory) -> None:
+        async def body(s: Store) -> None:
+            old = StrictCharge("group:bob@minute", 0, "requests", cap=5, amount=1, expires_at=100)
+            assert await s.strict_admit([old]) is None
+            kept = StrictCharge("group:bob@total", 0, "requests", cap=5, amount=1)      # never expires
+            assert await s.strict_admit([kept]) is None
+            hour = int(time.time()) // 3600 * 3600       # real time: a backend may expire on its own clock
+            assert await s.strict_admit([StrictCharge("group:bob@hour", hour, "requests", cap=5, amount=1,
+                                                      expires_at=hour + 7200)]) is None
+            assert await s.strict_get("group:bob@minute", 0, "requests") == StrictCounter(0, 0)
+            assert await s.strict_get("group:bob@total", 0, "requests") == StrictCounter(0, 1)
+            assert await s.strict_get("group:bob@hour", hour, "requests") == StrictCounter(0, 1)
+        _run(store_factory, body)
+
+    def test_strict_admit_is_exact_under_concurrency(self, store_factory: Factory) -> None:
+        async def main() -> None:
+            a = store_factory()
+            b = store_factory() if self.shared_handles else a
+            await a.open()
+            if b is not a:
+                await b.open()
+            try:
+                one = [StrictCharge("group:fleet@hour", 3600, "requests", cap=10, amount=1)]
+                verdicts = await asyncio.gather(*(h.strict_admit(one) for h in (a, b) * 32))
+                assert (verdicts.count(None), verdicts.count(0)) == (10, 54)
+                assert await b.strict_get("group:fleet@hour", 3600, "requests") == StrictCounter(0, 10)
+                # two counters, the second tighter: the first never moves for a refused admission
+                two = [StrictCharge("group:team@day", 0, "requests", cap=100, amount=1),
+                       StrictCharge("group:org@month", 0, "budget", cap=25, amount=3)]
+                verdicts = await asyncio.gather(*(h.strict_admit(two) for h in (a, b) * 32))
+                assert (verdicts.count(None), verdicts.count(1)) == (8, 56)
+                assert await a.strict_get("group:team@day", 0, "requests") == StrictCounter(0, 8)
+                assert await a.strict_get("group:org@month", 0, "budget") == StrictCounter(0, 24)
+                await asyncio.gather(*(h.strict_settle([StrictRelease("group:org@month", 0, "budget", release=3,
+                                                                      add=2)]) for h in (a, b) * 4))
+                assert await b.strict_get("group:org@month", 0, "budget") == StrictCounter(16, 0)
             finally:
                 await a.close()
                 if b is not a:
