@@ -141,6 +141,9 @@ class GroupLimit(Strict):
     """With on_exhaust: downgrade: the different, existing pool to re-admit through."""
     shadow: bool | None = None
     """true: evaluated, logged and counted (busbar_limit_shadow_rejections_total), never enforced."""
+    strict: bool | None = None
+    """true (requests or budget limits only): fleet-exact, admitted by one atomic operation in the
+    shared store (docs/limits.md#strict-mode); a store failure then refuses the request (503)."""
 
     def metrics(self) -> list[str]:
         """The metric keys set on this limit (exactly one in a valid config)."""

@@ -6,8 +6,8 @@ one metric key, a windowed metric without per:, concurrent with per:), Rate card
 paste-ready zeroed stub per missing model, and per model serving an operation the card prices per unit
 elsewhere: UNIT_RATES); and the field rules of docs/config-at-a-glance.md#groups: a pool: scope
 must name an existing pool, concurrent takes no pool:, on_exhaust: downgrade needs downgrade_to (a
-different existing pool), a pool: scope and the budget metric; child_default limits follow the same
-rules.
+different existing pool), a pool: scope and the budget metric; strict: true only on a requests or budget limit that is
+neither shadow nor downgrading; child_default limits follow the same rules.
 
 Depth counts groups on the chain leaf to root inclusive: a root alone is 1 deep; 9 is refused at the
 group where the chain first exceeds 8.
@@ -23,6 +23,7 @@ from busbar.config.operations import lane_operations
 
 MAX_DEPTH = 8
 _WINDOWED = ("requests", "tokens", "budget")
+_STRICT = ("requests", "budget")
 
 
 def yaml_key(name: str) -> str:
@@ -68,6 +69,19 @@ def _limit(ctx: Any, path: str, lim: Any) -> None:
     elif lim.downgrade_to is not None:
         ctx.err(f"{path}.downgrade_to", "only meaningful with on_exhaust: downgrade; add it or remove "
                                         "downgrade_to")
+    if lim.strict:
+        _strict(ctx, path, lim, metrics)
+
+
+def _strict(ctx: Any, path: str, lim: Any, metrics: list[str]) -> None:
+    """``strict: true``: requests or budget only, never with shadow or a downgrade."""
+    if metrics and metrics[0] not in _STRICT:
+        ctx.err(f"{path}.strict", f"strict applies to requests and budget limits only (not {metrics[0]}); "
+                                  f"remove it")
+    if lim.shadow:
+        ctx.err(f"{path}.strict", "a shadow limit is never enforced, so it cannot be strict; remove one of them")
+    if lim.on_exhaust == "downgrade":
+        ctx.err(f"{path}.strict", "a strict limit cannot downgrade (on_exhaust: downgrade); remove one of them")
 
 
 def _depth_chain(groups: dict[str, Any], name: str) -> list[str] | None:

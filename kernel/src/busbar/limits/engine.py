@@ -219,6 +219,8 @@ class Limiter:
                     win = charged.get(lim.bucket)
                     if win is None:
                         win = charged[lim.bucket] = self.window(lim, now)
+                    if lim.strict:           # charged here, decided by the shared store (limits/strict.py)
+                        continue
                     if metric == "requests":
                         over = win.billable + 1 > lim.amount
                     elif metric == "tokens":
@@ -244,6 +246,27 @@ class Limiter:
             inflight[name] = inflight.get(name, 0) + 1
         self.reservations += 1
         return Ticket(group, pool, worst, list(charged.items()), names)
+
+    def refuse(self, lim: Limit, now: int) -> Refusal:
+        """The refusal of ``lim`` at ``now`` (counted like every refusal): what a limit decided
+        outside this engine (a strict limit's store) answers."""
+        return self._refuse(self._over(lim, now))
+
+    def cancel(self, ticket: Ticket) -> None:
+        """Undo an admission that another part of the chain refused (a strict limit): every counter
+        it moved goes back and nothing reaches the ledger. Idempotent; a settled ticket is kept."""
+        if ticket.settled:
+            return
+        ticket.settled = True
+        self.reservations -= 1
+        for name in ticket.groups:
+            self.inflight[name] = self.inflight.get(name, 1) - 1
+        worst = ticket.worst
+        for _, win in ticket.windows:
+            win.requests -= 1
+            win.billable -= 1
+            win.reserved_cost -= worst.cost
+            win.reserved_tokens -= worst.tokens
 
     def _over(self, lim: Limit, now: int) -> Refusal:
         where = f"group '{lim.group}': {lim.label}"

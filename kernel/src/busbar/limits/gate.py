@@ -14,6 +14,8 @@ rate card: the request path then pays one attribute read). Per request:
   refunded, a 2xx one is charged the tokens it used (``record.usage``) and a non-chat reply's
   operation units (``record.extra["op_usage"]``, busbar.limits.units); a non-chat request's
   reservation adds the units its body asks for (images, speech characters, rerank search units).
+  A chain with a strict limit is then decided by the shared store (:mod:`busbar.limits.strict`)
+  before forwarding.
 
 The identity is duck-typed: ``identity.group`` (``None`` = unlimited) and
 ``identity.allowed_pools`` (``None`` = every pool). With no identity on the request (an open front
@@ -32,7 +34,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from busbar_sdk.store import StoreError, TierTokens
+from busbar_sdk.store import StoreError, StoreUnsupported, TierTokens
 from busbar_sdk.store.windows import window_start
 
 from busbar.limits.cost import RateCard, tiers_of
@@ -40,6 +42,7 @@ from busbar.limits.engine import Limiter, Refusal, Ticket, Worst
 from busbar.limits.estimate import lane_prices, worst_case
 from busbar.limits.metrics import LimitMetrics
 from busbar.limits.replies import refusal_reply
+from busbar.limits.strict import Hold, StrictLimits
 from busbar.limits.tree import GroupTree
 from busbar.limits.units import unit_entries, unit_worst
 from busbar.proto.base import ErrorKind
@@ -78,6 +81,7 @@ class Limits:
         self.metrics = LimitMetrics(registry)
         self.limiter = Limiter(self.tree, self.card, on_shadow=self._shadow, on_refuse=self.metrics.refused)
         self.metrics.watch(lambda: self.limiter.reservations)
+        self.strict = StrictLimits(self.card, self.metrics)
         self.runtime: dict[str, Any] = {}
         self.default_max = int(cfg.limits.default_max_tokens)
         self.open_group = open_group
@@ -118,7 +122,8 @@ class Limits:
             runtime.on_change[:] = [self.set_runtime if cb == old.set_runtime else cb for cb in runtime.on_change]
         self.metrics, self._drainer, old._drainer = old.metrics, old._drainer, None
         self.open_group = old.open_group
-        old.limiter = lim               # tickets admitted on the old config settle here
+        self.strict.pending |= old.strict.pending
+        old.limiter, old.strict = lim, self.strict      # tickets admitted on the old config settle here
 
     async def start(self, gw: Gateway) -> None:
         """Boot, after the store and the admin plane are up: start draining settled usage into
@@ -138,6 +143,7 @@ class Limits:
             runtime.on_change.append(self.set_runtime)
         store = getattr(gw, "store", None)
         if store is not None:
+            await self._strict_probe(store)
             try:
                 await self.seed_from(store)
             except StoreError as e:      # serve anyway: this node counts from zero until it flushes
@@ -149,6 +155,22 @@ class Limits:
             if group is not None and self.tree.chain(group) is None and getattr(key, "deleted_at", None) is None:
                 log.warning("key %s is bound to group '%s', which is not configured; its requests are refused "
                             "(403) until the group is configured or the key rebound", key.id, group)
+
+    async def _strict_probe(self, store: Store) -> None:
+        """Refuse the boot when a strict limit is configured on a store without strict counters."""
+        strict = [lim for lim in self.tree.all_limits() if lim.strict]
+        if not strict:
+            return
+        try:
+            await store.strict_get(strict[0].bucket, 0, strict[0].metric)
+        except StoreUnsupported:
+            from busbar.auth.boot import FrontDoorBootError
+            raise FrontDoorBootError([f"group '{lim.group}': {lim.label} is strict, but the {store.backend} store "
+                                      f"does not implement strict counters; use the memory, sqlite, postgres or "
+                                      f"valkey store, or remove strict: true" for lim in strict]) from None
+        except StoreError as e:        # reachable later, perhaps: strict requests are refused (503) until then
+            log.error("store (%s): strict counters could not be read (%s); strict limits refuse requests (503) "
+                      "while the store is unavailable", store.backend, e)
 
     async def _drain_every(self, interval_s: float) -> None:
         while True:
@@ -163,6 +185,7 @@ class Limits:
                 await self._drainer
             self._drainer = None
         self.limiter.drain()
+        await self.strict.close()
 
     async def seed_from(self, store: Store) -> int:
         """Load every bucket's current window from ``store``'s ledger (boot, before serving), so a
@@ -245,6 +268,11 @@ class Limits:
         if refused is not None:
             return refused
         if ticket is not None:
+            hold = None
+            if self.strict.limits_of(self.tree, ticket.group, ticket.pool):     # decided by the shared store
+                refused, hold = await self.strict.admit(gw, call.ingress, self.limiter, ticket)
+                if refused is not None:
+                    return refused
             if record is None:           # no request record (not the data plane): settle on return
                 reply = None
                 try:
@@ -252,16 +280,18 @@ class Limits:
                 finally:
                     ok = reply is not None and 200 <= reply.status < 300
                     self.limiter.settle(ticket, ok, None, None)
+                    if hold is not None:
+                        self.strict.settle(gw, hold, ok, None, None)
                 return reply
-            record.on_finish(lambda rec: self.settle(gw, ticket, rec))
+            record.on_finish(lambda rec: self.settle(gw, ticket, rec, hold))
         return await run(target)
 
-    def settle(self, gw: Gateway, ticket: Ticket, record: RequestRecord) -> None:
+    def settle(self, gw: Gateway, ticket: Ticket, record: RequestRecord, hold: Hold | None = None) -> None:
         """Settle ``ticket`` from the finished ``record``: a 2xx reply is billable and its tokens
         (``record.usage``: a stream's as far as it got) are charged to the lane that served; a 2xx
         stream that reported no usage at all (cut before its usage chunk, or an upstream that never
         sends one) is charged the ticket's worst case instead of nothing; anything else (or a client
-        that left before the reply) is refunded."""
+        that left before the reply) is refunded. ``hold``: the strict counters to settle too."""
         ok = 200 <= record.status < 300 and record.first_byte is not None
         model = record.lane
         tiers = None
@@ -279,6 +309,8 @@ class Limits:
         if units:
             self.metrics.used_units(ticket.pool or "", gw, units, self.card)
         self.limiter.settle(ticket, ok, model, tiers, units)
+        if hold is not None:
+            self.strict.settle(gw, hold, ok, model, tiers)
 
 
 def carry_limits(old: Any, new: Any) -> None:

@@ -3,6 +3,8 @@
 - ``busbar_limit_rejections_total{metric}``: admissions refused, by the refusing metric
   (``requests``, ``tokens``, ``budget``, ``concurrent``, ``frozen``, ``unconfigured``).
 - ``busbar_limit_shadow_rejections_total{group,metric,window}``: a shadow limit would have refused.
+- ``busbar_limit_strict_store_failures_total{op}``: strict admissions (``admit``: refused 503) and
+  settlements (``settle``: given up, the reservation held until the window rolls) the store failed.
 - ``busbar_limit_reservations``: requests admitted and not yet settled (their worst case held).
 - ``busbar_limit_tokens_total{pool,model,tier}``, ``busbar_limit_units_total{pool,model,unit}``
   (operation units: ``images``, ``audio_ms``, ``characters``, ``search_units``) and
@@ -40,7 +42,8 @@ class LimitMetrics:
         self.registry = registry
         self.shadow_counts: Tally[tuple[str, str, str]] = Tally()
         self.rejection_counts: Tally[str] = Tally()
-        self._rej = self._shadow = self._tokens = self._spend = self._units = None
+        self.strict_failures: Tally[str] = Tally()
+        self._rej = self._shadow = self._tokens = self._spend = self._units = self._strict = None
         if registry is not None:
             self._rej = Counter("busbar_limit_rejections", "Admissions refused by a group limit", ["metric"],
                                 registry=registry)
@@ -53,6 +56,8 @@ class LimitMetrics:
             self._units = Counter("busbar_limit_units", "Operation units of settled requests (images, "
                                   "audio_ms, characters, search_units)", ["pool", "model", "unit"],
                                   registry=registry)
+            self._strict = Counter("busbar_limit_strict_store_failures", "Strict admissions refused (503) and "
+                                   "settlements given up because the store failed", ["op"], registry=registry)
 
     def watch(self, reservations: Callable[[], int]) -> None:
         """Export ``reservations()`` (open reservations) as a scrape-time gauge."""
@@ -66,6 +71,12 @@ class LimitMetrics:
         self.rejection_counts[metric] += 1
         if self._rej is not None:
             self._rej.labels(metric).inc()
+
+    def strict_failed(self, op: str, n: int = 1) -> None:
+        """Count ``n`` strict store operations that failed (``op``: ``admit`` or ``settle``)."""
+        self.strict_failures[op] += n
+        if self._strict is not None:
+            self._strict.labels(op).inc(n)
 
     def shadow(self, lim: Limit) -> None:
         """Count one would-be refusal of a shadow limit."""

@@ -5,7 +5,8 @@
 and ``concurrent``); a budget is the vendor's native quota shape (OpenAI / Responses 429
 ``insufficient_quota``, Bedrock 400 ``ServiceQuotaExceededException``, Gemini 429
 ``RESOURCE_EXHAUSTED``, Anthropic 429 ``rate_limit_error``, Cohere 429); a frozen or unconfigured
-group is 403 naming it. Never 402.
+group is 403 naming it; a strict limit whose store failed is 503 ``overloaded`` naming the group.
+Never 402.
 
 Source: docs/limits.md#rejections.
 """
@@ -30,6 +31,8 @@ def refusal_reply(dialect: Dialect, refusal: Refusal) -> Reply:
     extra = {"retry-after": str(refusal.retry_after)} if refusal.retry_after is not None else None
     if refusal.status == 403:
         return error_reply(dialect, 403, ErrorKind.PERMISSION, refusal.message)
+    if refusal.status == 503:
+        return error_reply(dialect, 503, ErrorKind.OVERLOADED, refusal.message)
     if refusal.kind == "quota":
         return error_reply(dialect, 429, QUOTA, refusal.message, extra)
     return error_reply(dialect, 429, ErrorKind.RATE_LIMIT, refusal.message, extra)

@@ -1,0 +1,189 @@
+"""Strict limits: fleet-exact admission by one atomic operation in the shared store.
+
+A limit with ``strict: true`` (``requests`` or ``budget``) is not decided by the node's in-memory
+counters (:class:`~busbar.limits.engine.Limiter` still charges its bucket window, for the ledger
+and the reports, but skips its check): every request whose chain has one is admitted by ONE
+``Store.strict_admit`` over all of the chain's strict counters (docs/stores.md#strict-counters),
+so N nodes on one store together never pass the cap.
+
+``StrictLimits(card, metrics)``, used by :class:`~busbar.limits.gate.Limits`:
+
+- ``limits_of(tree, group, pool) -> tuple[Limit, ...]``: the chain's enforced strict limits that
+  apply to ``pool`` (cached per tree; ``()`` without a strict limit anywhere: one dict read).
+- ``await admit(gw, dialect, limiter, ticket) -> (reply, hold)``: after the in-memory admission
+  gave ``ticket``. The counters of every strict limit (requests: 1; budget: the ticket's worst case
+  + ``per_request_fee``, micro-units rounded up) are checked and reserved all or nothing; when the
+  store refuses, the in-memory admission is undone (``limiter.cancel``: no counter moved anywhere)
+  and ``reply`` is the limit's refusal in the caller's dialect, as the engine words it; when the
+  store fails or does not answer within :data:`ADMIT_TIMEOUT_S`, the request is refused 503 naming
+  the group (fail closed). Otherwise ``reply`` is ``None`` and ``hold`` is what settlement releases.
+- ``settle(gw, hold, ok, model, tiers)``: at the request's end, one ``strict_settle`` releases the
+  reservations and adds the outcome (requests: 1 when ``ok``; budget: the real token cost + the fee
+  when ``ok``). It runs in the background and is retried for about a minute when the store fails
+  (:data:`SETTLE_BACKOFF_S`); after that the reservation stays held until the window rolls, logged
+  and counted (``busbar_limit_strict_store_failures_total{op="settle"}``).
+- ``await close()``: wait for settlements in flight (shutdown).
+
+Source: docs/limits.md#strict-mode.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from busbar_sdk.store import MemoryStore, StoreError, StrictCharge, StrictRelease, TierTokens
+from busbar_sdk.store.strict import EXPIRY_GRACE_S
+from busbar_sdk.store.windows import window_end, window_start
+
+from busbar.limits.cost import RateCard, micros
+from busbar.limits.engine import Limiter, Refusal, Ticket
+from busbar.limits.replies import refusal_reply
+from busbar.limits.tree import GroupTree, Limit
+
+if TYPE_CHECKING:
+    from busbar_sdk.store import Store
+
+    from busbar.limits.metrics import LimitMetrics
+    from busbar.proto.base import Dialect
+    from busbar.proxy.relay import Reply
+
+__all__ = ["ADMIT_TIMEOUT_S", "SETTLE_BACKOFF_S", "Hold", "StrictLimits", "unavailable"]
+
+log = logging.getLogger("busbar.limits")
+
+#: Seconds a strict admission waits for the store before refusing the request (503).
+ADMIT_TIMEOUT_S = 5.0
+#: Waits between attempts of a settlement the store failed (about a minute in all).
+SETTLE_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+
+
+@dataclass(slots=True)
+class Hold:
+    """What one admitted request holds in the store: each strict limit and its charge."""
+
+    charges: list[tuple[Limit, StrictCharge]] = field(default_factory=list)
+
+
+def unavailable(lim: Limit) -> Refusal:
+    """The 503 of a strict admission the store could not decide, naming ``lim``'s group."""
+    return Refusal(503, "unavailable", f"group '{lim.group}': {lim.label} is strict and the store that "
+                                       f"enforces it is unavailable; the request is refused (retry shortly)",
+                   None, lim)
+
+
+class StrictLimits:
+    """The strict half of admission and settlement (see the module docstring).
+
+    Args:
+        card: the rate card (the fee and the cost of a settled reply).
+        metrics: the limits metrics (store failures are counted there).
+    """
+
+    def __init__(self, card: RateCard, metrics: LimitMetrics) -> None:
+        self.card = card
+        self.metrics = metrics
+        self._tree: GroupTree | None = None
+        self._any = False
+        self._cache: dict[tuple[str, str | None], tuple[Limit, ...]] = {}
+        self._local: MemoryStore | None = None          # a gateway without a store: per node
+        self.pending: set[asyncio.Task[None]] = set()
+
+    def limits_of(self, tree: GroupTree, group: str, pool: str | None) -> tuple[Limit, ...]:
+        """The enforced strict limits of ``group``'s chain that apply to ``pool``, leaf first."""
+        if tree is not self._tree:
+            self._tree, self._cache = tree, {}
+            self._any = any(lim.strict for lim in tree.all_limits())
+        if not self._any:
+            return ()
+        found = self._cache.get((group, pool))
+        if found is None:
+            found = self._cache[(group, pool)] = tuple(
+                lim for g in tree.chain(group) or () for lim in g.limits
+                if lim.strict and not lim.shadow and (lim.pool is None or lim.pool == pool))
+        return found
+
+    def store_of(self, gw: Any) -> Store:
+        """The gateway's store (a private in-memory one when it has none)."""
+        store: Store | None = getattr(gw, "store", None)
+        if store is None:
+            if self._local is None:
+                self._local = MemoryStore()
+            store = self._local
+        return store
+
+    def _charge(self, lim: Limit, cost_pico: int, now: int) -> StrictCharge:
+        per = lim.per or "total"
+        start = window_start(per, now)
+        end = window_end(per, start)
+        amount = 1 if lim.metric == "requests" else micros(cost_pico + self.card.fee_pico)
+        return StrictCharge(lim.bucket, start, lim.metric, lim.amount, amount,
+                            None if end is None else end + EXPIRY_GRACE_S)
+
+    async def admit(self, gw: Any, dialect: Dialect, limiter: Limiter,
+                    ticket: Ticket) -> tuple[Reply | None, Hold | None]:
+        """Decide ``ticket``'s strict limits in the store (see the module docstring)."""
+        lims = self.limits_of(limiter.tree, ticket.group, ticket.pool)
+        now = int(limiter.clock())
+        charges = [(lim, self._charge(lim, ticket.worst.cost, now)) for lim in lims]
+        store = self.store_of(gw)
+        try:
+            over = await asyncio.wait_for(store.strict_admit([c for _, c in charges]), ADMIT_TIMEOUT_S)
+        except (StoreError, TimeoutError) as e:
+            limiter.cancel(ticket)
+            self.metrics.strict_failed("admit")
+            reason = str(e) or f"no answer within {ADMIT_TIMEOUT_S:g} s"
+            log.error("store (%s): strict admission for group '%s' failed (%s); the request is refused (503)",
+                      store.backend, ticket.group, reason)
+            return refusal_reply(dialect, unavailable(lims[0])), None
+        if over is not None:
+            limiter.cancel(ticket)
+            return refusal_reply(dialect, limiter.refuse(charges[over][0], now)), None
+        return None, Hold(charges)
+
+    def settle(self, gw: Any, hold: Hold, ok: bool, model: str | None, tiers: TierTokens | None) -> None:
+        """Release ``hold`` and record the outcome, in the background (see the module docstring)."""
+        cost = 0
+        if model is not None and tiers is not None and not tiers.is_zero():
+            rates = self.card.rates_of(model)
+            cost = self.card.cost_pico(rates, tiers) if rates is not None else 0
+        releases = []
+        for lim, c in hold.charges:
+            if lim.metric == "requests":
+                add = 1 if ok else 0
+            else:
+                add = micros(cost + (self.card.fee_pico if ok else 0))
+            releases.append(StrictRelease(c.bucket, c.window_start, c.metric, c.amount, add, c.expires_at))
+        task = asyncio.ensure_future(self._settle(self.store_of(gw), releases))
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def _settle(self, store: Store, releases: list[StrictRelease]) -> None:
+        for wait in (*SETTLE_BACKOFF_S, None):
+            try:
+                await store.strict_settle(releases)
+                return
+            except StoreError as e:
+                if wait is None:
+                    self.metrics.strict_failed("settle")
+                    log.error("store (%s): a strict settlement failed for a minute (%s); its reservation on %s "
+                              "stays held until the window rolls", store.backend, e,
+                              ", ".join(sorted({r.bucket for r in releases})))
+                    return
+                await asyncio.sleep(wait)
+
+    async def close(self, timeout_s: float = 5.0) -> None:
+        """Wait up to ``timeout_s`` for settlements in flight; the rest are cancelled."""
+        if not self.pending:
+            return
+        _, late = await asyncio.wait(set(self.pending), timeout=timeout_s)
+        if late:
+            self.metrics.strict_failed("settle", len(late))
+            log.error("%d strict settlement(s) still retrying at shutdown were abandoned; their reservations stay "
+                      "held until their windows roll", len(late))
+        for task in late:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

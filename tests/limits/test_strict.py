@@ -1,0 +1,158 @@
+"""Strict limits (docs/limits.md#strict-mode) in process: the engine leaves their decision to the store,
+``StrictLimits`` decides them all or nothing against a real store, undoes the in-memory admission when
+the store refuses or fails, and settles the outcome; the config refuses strict where it cannot apply.
+The store here is the in-memory one (the same contract the conformance suite checks on every backend);
+tests/limits/test_strict_fleet.py drives real processes on postgres and valkey."""
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from busbar.config.errors import ConfigError
+from busbar.config.load import load_config_text
+from busbar.limits.cost import RateCard
+from busbar.limits.engine import Limiter, Ticket, Worst
+from busbar.limits.metrics import LimitMetrics
+from busbar.limits.strict import StrictLimits
+from busbar.limits.tree import GroupTree
+from busbar.proto.registry import get_dialect
+from busbar_sdk.store import MemoryStore, StoreUnavailable, StrictCounter, TierTokens
+
+from tests.limits.test_engine import BASE, Clock, counts
+
+NOW = 1_800_000_000          # 2027-01-15T08:00:00Z: the minute window starts here, the hour too
+MONTH = 1_798_761_600        # 2027-01-01T00:00:00Z
+
+CHAIN = """
+rate_card:
+  big: { input_utok: 1.0, output_utok: 3.0 }
+  small: { input_utok: 1.0, output_utok: 3.0 }
+per_request_fee: 5
+groups:
+  acme: { limits: [ { budget: 10000, per: month, strict: true }, { requests: 100, per: day } ] }
+  bob: { parent: acme, limits: [ { requests: 2, per: minute, strict: true }, { requests: 3, per: hour } ] }
+"""
+
+
+class Broken(MemoryStore):
+    async def strict_admit(self, charges: Any) -> int | None:
+        raise StoreUnavailable("postgres at postgres://busbar:***@db:5432/busbar is unavailable: refused")
+
+
+def _setup(store: Any, extra: str = CHAIN) -> tuple[Limiter, StrictLimits, Any, LimitMetrics]:
+    cfg = load_config_text(BASE + extra, {"K": "k"}).config
+    card = RateCard(cfg.rate_card, cfg.per_request_fee)
+    metrics = LimitMetrics(None)
+    limiter = Limiter(GroupTree(cfg.groups), card, clock=Clock(float(NOW)), on_refuse=metrics.refused)
+    return limiter, StrictLimits(card, metrics), SimpleNamespace(store=store), metrics
+
+
+def _admit(limiter: Limiter, strict: StrictLimits, gw: Any, cost_micros: int = 0) -> tuple[Any, Any]:
+    ticket = limiter.admit("bob", None, lambda pool: Worst(10, cost_micros * 1_000_000, 4, 6))
+    assert isinstance(ticket, Ticket)
+    return ticket, *asyncio.run(strict.admit(gw, get_dialect("openai"), limiter, ticket))
+
+
+def test_the_engine_charges_strict_buckets_without_deciding_them_and_cancel_undoes_an_admission() -> None:
+    limiter, strict, _, _ = _setup(MemoryStore())
+    tickets = [limiter.admit("bob", None, lambda pool: Worst(10, 0)) for _ in range(3)]
+    assert all(isinstance(t, Ticket) for t in tickets)           # the strict cap of 2 is not the engine's
+    assert counts(limiter)["group:bob@minute"] == (3, 3)
+    assert limiter.admit("bob", None, lambda pool: Worst(10, 0)).message == \
+        "group 'bob': requests per hour exceeded (limit 3)"       # a non-strict limit still is
+    for t in tickets:
+        limiter.cancel(t)
+        limiter.cancel(t)                                         # idempotent
+    assert counts(limiter) == {"group:bob@minute": (0, 0), "group:bob@hour": (0, 0), "group:acme@month": (0, 0),
+                               "group:acme@day": (0, 0)}
+    assert (limiter.reservations, limiter.inflight, limiter.dirty) == (0, {"bob": 0, "acme": 0}, {})
+    assert strict.limits_of(limiter.tree, "bob", None) == tuple(
+        lim for g in limiter.tree.chain("bob") or () for lim in g.limits if lim.strict)
+    assert [lim.label for lim in strict.limits_of(limiter.tree, "bob", None)] == ["requests per minute",
+                                                                                  "budget per month"]
+
+
+def test_strict_admission_is_all_or_nothing_across_the_store_and_the_node() -> None:
+    store = MemoryStore()
+    limiter, strict, gw, metrics = _setup(store)
+    t1, reply, hold = _admit(limiter, strict, gw, cost_micros=1000)
+    assert reply is None and [c.amount for _, c in hold.charges] == [1, 1005]     # worst case + the fee
+    assert [(c.bucket, c.window_start, c.expires_at) for _, c in hold.charges] == [
+        ("group:bob@minute", NOW, NOW + 60 + 3600), ("group:acme@month", MONTH, 1_801_440_000 + 3600)]
+    _, reply, _ = _admit(limiter, strict, gw, cost_micros=1000)
+    assert reply is None
+    before = counts(limiter)
+    _, reply, hold3 = _admit(limiter, strict, gw, cost_micros=1000)
+    assert hold3 is None and reply.status == 429 and reply.headers["retry-after"] == "60"
+    assert json.loads(reply.body)["error"]["message"] == "group 'bob': requests per minute exceeded (limit 2)"
+    assert counts(limiter) == before and limiter.reservations == 2                 # the node's counters undone
+    assert asyncio.run(store.strict_get("group:acme@month", MONTH, "budget")) == StrictCounter(0, 2010)
+    assert metrics.rejection_counts["requests"] == 1
+    # the first request succeeds (a 2xx: its real cost + the fee), the second fails (released, no fee)
+    asyncio.run(_settle(strict, gw, hold, ok=True, tiers=TierTokens(100, 50)))
+    assert asyncio.run(store.strict_get("group:acme@month", MONTH, "budget")) == StrictCounter(255, 1005)
+    assert asyncio.run(store.strict_get("group:bob@minute", NOW, "requests")) == StrictCounter(1, 1)
+    limiter.settle(t1, True, "big", TierTokens(100, 50))
+
+
+async def _settle(strict: StrictLimits, gw: Any, hold: Any, ok: bool, tiers: TierTokens | None) -> None:
+    strict.settle(gw, hold, ok, "big" if tiers else None, tiers)
+    await strict.close()
+    assert not strict.pending
+
+
+def test_a_budget_refusal_names_the_bucket_in_the_quota_shape() -> None:
+    limiter, strict, gw, _ = _setup(MemoryStore())
+    _, reply, hold = _admit(limiter, strict, gw, cost_micros=9000)
+    assert reply is None and hold is not None
+    _, reply, _ = _admit(limiter, strict, gw, cost_micros=1000)          # 9005 + 1005 > 10000
+    body = json.loads(reply.body)["error"]
+    assert (reply.status, body["code"], body["message"]) == (
+        429, "insufficient_quota", "group 'acme': budget per month is exhausted (budget 10000)")
+    asyncio.run(_settle(strict, gw, hold, ok=False, tiers=None))          # a refund releases it all
+    _, reply, _ = _admit(limiter, strict, gw, cost_micros=1000)
+    assert reply is None
+
+
+def test_a_store_failure_refuses_503_naming_the_group_and_moves_nothing() -> None:
+    limiter, strict, gw, metrics = _setup(Broken())
+    ticket, reply, hold = _admit(limiter, strict, gw)
+    assert hold is None and reply.status == 503
+    assert json.loads(reply.body)["error"] == {
+        "message": "group 'bob': requests per minute is strict and the store that enforces it is unavailable; "
+                   "the request is refused (retry shortly)", "type": "server_error", "param": None, "code": None}
+    assert ticket.settled and limiter.reservations == 0
+    assert counts(limiter)["group:bob@minute"] == (0, 0)
+    assert metrics.strict_failures["admit"] == 1
+    assert json.loads(_reply_in(limiter, strict, gw, "anthropic").body)["error"]["type"] == "overloaded_error"
+
+
+def _reply_in(limiter: Limiter, strict: StrictLimits, gw: Any, dialect: str) -> Any:
+    ticket = limiter.admit("bob", None, lambda pool: Worst())
+    reply, _ = asyncio.run(strict.admit(gw, get_dialect(dialect), limiter, ticket))
+    return reply
+
+
+def test_a_chain_without_strict_limits_costs_one_lookup() -> None:
+    limiter, strict, _, _ = _setup(MemoryStore(), "groups:\n  bob: { limits: [ { requests: 2, per: minute } ] }\n")
+    assert strict.limits_of(limiter.tree, "bob", None) == ()
+    assert strict._cache == {}
+
+
+@pytest.mark.parametrize(("limit", "fault"), [
+    ("{ tokens: 5, per: day, strict: true }", "strict applies to requests and budget limits only (not tokens); "
+                                              "remove it"),
+    ("{ concurrent: 5, strict: true }", "strict applies to requests and budget limits only (not concurrent); "
+                                        "remove it"),
+    ("{ requests: 5, per: day, strict: true, shadow: true }", "a shadow limit is never enforced, so it cannot be "
+                                                              "strict; remove one of them"),
+    ("{ budget: 5, per: day, pool: frontier, on_exhaust: downgrade, downgrade_to: value, strict: true }",
+     "a strict limit cannot downgrade (on_exhaust: downgrade); remove one of them"),
+])
+def test_the_config_refuses_strict_where_it_cannot_apply(limit: str, fault: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_config_text(BASE + f"groups:\n  g: {{ limits: [ {limit} ] }}\n", {"K": "k"})
+    assert f"groups.g.limits[0].strict: {fault}" in str(exc.value)
