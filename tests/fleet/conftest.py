@@ -101,6 +101,8 @@ async def read():
             from busbar_sdk.store import VirtualKey
             await store.put_key(VirtualKey(**json.loads(sys.argv[4])))
             rows = None
+        elif sys.argv[3] == "strict_get":
+            rows = dataclasses.asdict(await store.strict_get(sys.argv[4], int(sys.argv[5]), sys.argv[6]))
         elif sys.argv[3] == "deny":
             await store.add_denylist(sys.argv[4], "fleet test", int(sys.argv[5]))
             rows = None
@@ -119,7 +121,8 @@ _CLASSES = {"sqlite": ("busbar-store-sqlite", "busbar_store_sqlite:SqliteStore")
 def read_store(module: str, settings: dict[str, Any], what: str, *args: str) -> Any:
     """``what`` = ``metering`` (rows of day ``args[0]``, as dicts), ``get_meta`` (names ``args`` ->
     values), ``put_meta`` (``args`` = name, value), ``put_key`` (``args[0]``: VirtualKey fields as
-    JSON), ``deny`` (``args`` = subject, now) or ``counts`` of the store, read or written with
+    JSON), ``strict_get`` (``args`` = bucket, window start, metric: ``{"used", "reserved"}``), ``deny``
+    (``args`` = subject, now) or ``counts`` of the store, read or written with
     the plugin's own code in a child process (importing a plugin package here would shadow the
     signed tarballs other tests load)."""
     project, cls = _CLASSES[module]

@@ -34,7 +34,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from busbar_sdk.store import MemoryStore, StoreError, StrictCharge, StrictRelease, TierTokens
+from busbar_sdk.store import MemoryStore, StoreError, StoreUnavailable, StrictCharge, StrictRelease, TierTokens
 from busbar_sdk.store.strict import EXPIRY_GRACE_S
 from busbar_sdk.store.windows import window_end, window_start
 
@@ -72,6 +72,16 @@ def unavailable(lim: Limit) -> Refusal:
     return Refusal(503, "unavailable", f"group '{lim.group}': {lim.label} is strict and the store that "
                                        f"enforces it is unavailable; the request is refused (retry shortly)",
                    None, lim)
+
+
+async def _admit(store: Store, charges: list[StrictCharge]) -> int | None:
+    """``strict_admit``, once more on :class:`StoreUnavailable` (a dropped connection is replaced on
+    the next call; if the first attempt did reserve, the reservation stays held until the window
+    rolls: fewer admissions, never more)."""
+    try:
+        return await store.strict_admit(charges)
+    except StoreUnavailable:
+        return await store.strict_admit(charges)
 
 
 class StrictLimits:
@@ -130,7 +140,7 @@ class StrictLimits:
         charges = [(lim, self._charge(lim, ticket.worst.cost, now)) for lim in lims]
         store = self.store_of(gw)
         try:
-            over = await asyncio.wait_for(store.strict_admit([c for _, c in charges]), ADMIT_TIMEOUT_S)
+            over = await asyncio.wait_for(_admit(store, [c for _, c in charges]), ADMIT_TIMEOUT_S)
         except (StoreError, TimeoutError) as e:
             limiter.cancel(ticket)
             self.metrics.strict_failed("admit")
