@@ -27,13 +27,19 @@ Strict counters (``busbar_sdk.store.strict``): on PostgreSQL ``strict_admit`` is
 autocommit (one round trip): a CTE locks every counter of the call in key order (``FOR UPDATE``,
 so concurrent admissions queue instead of deadlocking), decides, and updates all or none. A
 counter that does not exist yet is created (zeros) by a second statement and the decision is
-taken again, once per counter and window. On SQLite it is one ``BEGIN IMMEDIATE`` transaction
-(the write lock first: every process sharing the file sees a single order of admissions).
+taken again, once per counter and window. ``strict_settle`` is one statement too. Both commit with
+``synchronous_commit`` off for their own transaction only: the write is visible to every node at
+once (exactness holds), and reaches the disk a fraction of a second later, so only a crash of the
+PostgreSQL server itself may forget the last moment of strict counter updates (a disk sync per
+admission would add an fsync, milliseconds, to every request). On SQLite it is one ``BEGIN
+IMMEDIATE`` transaction (the write lock first: every process sharing the file sees a single order
+of admissions).
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -138,11 +144,15 @@ STRICT = sa.Table(
 # One atomic check-and-reserve over every counter of the call (see the module docstring). ``found``
 # < the call's size: some counter does not exist yet (nothing moved); ``first``: the 1-based
 # ordinal of the first charge that does not fit (nothing moved); ``charged`` = size: admitted.
-_PG_ADMIT = sa.text("""
-WITH want AS (
+# ``cfg`` (joined into ``want``, which every path reads, so it always runs): the statement's own
+# transaction commits without waiting for the WAL flush (module docstring), so a reservation costs
+# one round trip, not a disk sync.
+_NO_FSYNC = "cfg AS (SELECT set_config('synchronous_commit', 'off', true) AS v)"
+_PG_ADMIT = sa.text(f"""
+WITH {_NO_FSYNC}, want AS (
   SELECT * FROM unnest(CAST(:buckets AS text[]), CAST(:starts AS bigint[]), CAST(:metrics AS text[]),
                        CAST(:caps AS bigint[]), CAST(:amounts AS bigint[]), CAST(:expires AS bigint[]))
-    WITH ORDINALITY AS w(bucket, window_start, metric, cap, amount, expires_at, idx)
+    WITH ORDINALITY AS w(bucket, window_start, metric, cap, amount, expires_at, idx), cfg
 ), cur AS (
   SELECT w.idx, s.used + s.reserved + w.amount > w.cap AS over
   FROM busbar_strict AS s JOIN want AS w
@@ -160,6 +170,41 @@ WITH want AS (
 )
 SELECT v.found, v.first, (SELECT count(*) FROM upd) AS charged FROM verdict AS v
 """)
+
+# Settle in one statement: update the counters that exist, re-create (used = add) those that expired.
+_PG_SETTLE = sa.text(f"""
+WITH {_NO_FSYNC}, want AS (
+  SELECT * FROM unnest(CAST(:buckets AS text[]), CAST(:starts AS bigint[]), CAST(:metrics AS text[]),
+                       CAST(:releases AS bigint[]), CAST(:adds AS bigint[]), CAST(:expires AS bigint[]))
+    AS w(bucket, window_start, metric, release, add, expires_at), cfg
+), upd AS (
+  UPDATE busbar_strict AS s SET used = greatest(0, s.used + w.add), reserved = greatest(0, s.reserved - w.release),
+                                expires_at = w.expires_at
+  FROM want AS w WHERE s.bucket = w.bucket AND s.window_start = w.window_start AND s.metric = w.metric
+  RETURNING s.bucket, s.window_start, s.metric
+)
+INSERT INTO busbar_strict AS s (bucket, window_start, metric, used, reserved, expires_at)
+SELECT w.bucket, w.window_start, w.metric, greatest(0, w.add), 0, w.expires_at FROM want AS w
+WHERE NOT EXISTS (SELECT 1 FROM upd AS u
+                  WHERE u.bucket = w.bucket AND u.window_start = w.window_start AND u.metric = w.metric)
+ON CONFLICT (bucket, window_start, metric) DO UPDATE SET used = greatest(0, s.used + excluded.used),
+                                                          expires_at = excluded.expires_at
+""")
+
+_ADMIT_ARGS = ("buckets", "starts", "metrics", "caps", "amounts", "expires", "n")
+_SETTLE_ARGS = ("buckets", "starts", "metrics", "releases", "adds", "expires")
+
+
+def _positional(stmt: sa.TextClause, names: tuple[str, ...]) -> str:
+    """``stmt``'s SQL with ``:name`` parameters as asyncpg's ``$1 ..`` in ``names`` order."""
+    text = stmt.text
+    for i, name in sorted(enumerate(names, 1), key=lambda p: -len(p[1])):
+        text = re.sub(rf":{name}\b", f"${i}", text)
+    return text
+
+
+_PG_ADMIT_SQL = _positional(_PG_ADMIT, _ADMIT_ARGS)
+_PG_SETTLE_SQL = _positional(_PG_SETTLE, _SETTLE_ARGS)
 
 #: Migrations from version N to N+1 (none yet: version 1 is the first schema).
 MIGRATIONS: dict[int, Callable[[AsyncConnection], Any]] = {}
@@ -401,13 +446,10 @@ class SqlStore(Store):
             return None
         if self.engine.dialect.name != "postgresql":
             return await self._strict_admit_tx(charges)
-        params = {"buckets": [c.bucket for c in charges], "starts": [c.window_start for c in charges],
-                  "metrics": [c.metric for c in charges], "caps": [c.cap for c in charges],
-                  "amounts": [c.amount for c in charges], "expires": [c.expires_at for c in charges],
-                  "n": len(charges)}
+        args = ([c.bucket for c in charges], [c.window_start for c in charges], [c.metric for c in charges],
+                [c.cap for c in charges], [c.amount for c in charges], [c.expires_at for c in charges], len(charges))
         for _ in range(3):
-            async with self._tx(autocommit=True) as conn:
-                _found, first, charged = (await conn.execute(_PG_ADMIT, params)).one()
+            _found, first, charged = await self._pg_row(_PG_ADMIT_SQL, args)
             if charged == len(charges):
                 return None
             if first is not None:
@@ -415,6 +457,22 @@ class SqlStore(Store):
             async with self._tx() as conn:            # a counter is new: create it (zeros), decide again
                 await self._create_strict(conn, charges)
         raise StoreUnavailable(f"{self.backend}: strict counters were dropped while being created; retry")
+
+    async def _pg_row(self, sql: str, args: tuple[Any, ...]) -> Any:
+        """One statement on the pool's asyncpg connection itself, in autocommit: one round trip,
+        without SQLAlchemy's per-statement work (the strict operations are on the request path)."""
+        import asyncpg  # type: ignore[import-untyped]
+
+        async with self._tx(autocommit=True) as conn:
+            raw: Any = (await conn.get_raw_connection()).driver_connection
+            try:
+                return await raw.fetchrow(sql, *args)
+            except (asyncpg.InterfaceError, asyncpg.PostgresConnectionError) as exc:
+                await conn.invalidate()
+                raise StoreUnavailable(self._clean(f"{self.backend} at {self.where}: connection lost: "
+                                                   f"{type(exc).__name__}: {exc}")) from None
+            except asyncpg.PostgresError as exc:
+                raise StoreError(self._clean(f"{self.backend}: {type(exc).__name__}: {exc}")) from None
 
     async def _strict_admit_tx(self, charges: list[StrictCharge]) -> int | None:
         keys = [c.key for c in charges]
@@ -459,6 +517,10 @@ class SqlStore(Store):
                   "reserved": _floor_add(STRICT.c.reserved, -sa.bindparam("release", type_=_BIG)),
                   "expires_at": stmt.excluded.expires_at})
         rows = [r.to_wire() for r in sorted(releases, key=lambda r: r.key)]        # one lock order: no deadlock
+        if self.engine.dialect.name == "postgresql":
+            await self._pg_row(_PG_SETTLE_SQL, tuple([r[k] for r in rows] for k in (
+                "bucket", "window_start", "metric", "release", "add", "expires_at")))
+            return
         async with self._tx() as conn:
             await conn.execute(stmt, rows)
 
