@@ -2,7 +2,9 @@
 
 Settings: ``url`` (``postgres://`` or ``postgresql://``; libpq's ``sslmode`` query parameter turns
 TLS on: ``require``, ``verify-ca``, ``verify-full``, ``prefer``, ``allow``, ``disable``),
-``pool_size`` (default 5) and ``connect_timeout_secs`` (default 5). A lost connection is detected
+``pool_size`` (default 5) and ``connect_timeout_secs`` (default 5). The strict counters (on the
+request path of strict limits) use a second, asyncpg-native pool of up to ``pool_size`` connections,
+opened at their first use. A lost connection is detected
 before use (``pool_pre_ping``) and replaced: an operation that fails on it reports the store
 unavailable and the caller retries with backoff. The password never appears in an error or a log.
 The schema and every operation are :class:`busbar_sdk.store.sql.SqlStore`'s. See docs/stores.md.
@@ -12,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import asyncpg
 from busbar_sdk.store import StoreInvalid, export_store
 from busbar_sdk.store.settings import REQUIRED, check_settings, redact_url
 from busbar_sdk.store.sql import SqlStore
@@ -59,7 +62,13 @@ class PostgresStore(SqlStore):
         target = urlunsplit(("postgresql+asyncpg", parts.netloc, parts.path, urlencode(query), ""))
         engine = create_async_engine(target, pool_size=s["pool_size"], max_overflow=0, pool_pre_ping=True,
                                      pool_recycle=1800, connect_args=connect_args)
-        return cls(engine, backend="postgres", where=redact_url(url), scrub=(parts.password or "",))
+        dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(query), ""))
+
+        def strict_pool() -> Any:        # the strict counters' own pool (on the request path; opened lazily)
+            return asyncpg.create_pool(dsn, min_size=0, max_size=s["pool_size"], max_inactive_connection_lifetime=1800,
+                                       **connect_args)
+        return cls(engine, backend="postgres", where=redact_url(url), scrub=(parts.password or "",),
+                   driver_pool=strict_pool)
 
 
 plugin = export_store(PostgresStore)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -225,12 +225,16 @@ class SqlStore(Store):
         scrub: extra strings (a password) to blank out of every error message.
     """
 
-    def __init__(self, engine: AsyncEngine, *, backend: str, where: str, scrub: tuple[str, ...] = ()) -> None:
+    def __init__(self, engine: AsyncEngine, *, backend: str, where: str, scrub: tuple[str, ...] = (),
+                 driver_pool: Callable[[], Awaitable[Any]] | None = None) -> None:
         self.engine = engine
         self.backend = backend
         self.where = where
         self._scrub = tuple(s for s in scrub if s)
         self._insert: Any = None
+        self._driver_pool = driver_pool
+        self._pool: Any = None
+        self._pool_lock = asyncio.Lock()
 
     # -- plumbing ----------------------------------------------------------------------------
     def _clean(self, text: str) -> str:
@@ -305,6 +309,9 @@ class SqlStore(Store):
                 await asyncio.sleep(0.05 * (attempt + 1))
 
     async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
         await self.engine.dispose()
 
     async def info(self) -> dict[str, Any]:
@@ -459,20 +466,34 @@ class SqlStore(Store):
         raise StoreUnavailable(f"{self.backend}: strict counters were dropped while being created; retry")
 
     async def _pg_row(self, sql: str, args: tuple[Any, ...]) -> Any:
-        """One statement on the pool's asyncpg connection itself, in autocommit: one round trip,
-        without SQLAlchemy's per-statement work (the strict operations are on the request path)."""
+        """One statement in autocommit, one round trip, on the driver's own pool when the store
+        was given one (``driver_pool``: no SQLAlchemy checkout, pre-ping or per-statement work; the
+        strict operations are on the request path), else on a connection of the engine's pool."""
         import asyncpg  # type: ignore[import-untyped]
 
-        async with self._tx(autocommit=True) as conn:
-            raw: Any = (await conn.get_raw_connection()).driver_connection
-            try:
+        try:
+            if self._driver_pool is None:
+                async with self._tx(autocommit=True) as conn:
+                    raw: Any = (await conn.get_raw_connection()).driver_connection
+                    return await raw.fetchrow(sql, *args)
+            pool = self._pool or await self._open_pool()
+            async with pool.acquire() as raw:
                 return await raw.fetchrow(sql, *args)
-            except (asyncpg.InterfaceError, asyncpg.PostgresConnectionError) as exc:
-                await conn.invalidate()
-                raise StoreUnavailable(self._clean(f"{self.backend} at {self.where}: connection lost: "
-                                                   f"{type(exc).__name__}: {exc}")) from None
-            except asyncpg.PostgresError as exc:
-                raise StoreError(self._clean(f"{self.backend}: {type(exc).__name__}: {exc}")) from None
+        except StoreError:
+            raise
+        except (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError, TimeoutError) as exc:
+            if self._pool is not None:
+                await self._pool.expire_connections()  # a server restart cut them all: replace each
+            raise StoreUnavailable(self._clean(f"{self.backend} at {self.where} is unavailable: "
+                                               f"{type(exc).__name__}: {exc}")) from None
+        except asyncpg.PostgresError as exc:
+            raise StoreError(self._clean(f"{self.backend}: {type(exc).__name__}: {exc}")) from None
+
+    async def _open_pool(self) -> Any:
+        async with self._pool_lock:
+            if self._pool is None and self._driver_pool is not None:
+                self._pool = await self._driver_pool()
+        return self._pool
 
     async def _strict_admit_tx(self, charges: list[StrictCharge]) -> int | None:
         keys = [c.key for c in charges]
@@ -508,6 +529,11 @@ class SqlStore(Store):
         check_distinct(releases)
         if not releases:
             return
+        rows = [r.to_wire() for r in sorted(releases, key=lambda r: r.key)]        # one lock order: no deadlock
+        if self.engine.dialect.name == "postgresql":
+            await self._pg_row(_PG_SETTLE_SQL, tuple([r[k] for r in rows] for k in (
+                "bucket", "window_start", "metric", "release", "add", "expires_at")))
+            return
         stmt = self._ins(STRICT).values(bucket=sa.bindparam("bucket"), window_start=sa.bindparam("window_start"),
                                         metric=sa.bindparam("metric"), used=sa.bindparam("add"), reserved=0,
                                         expires_at=sa.bindparam("expires_at"))
@@ -516,11 +542,6 @@ class SqlStore(Store):
             set_={"used": _floor_add(STRICT.c.used, sa.bindparam("add")),
                   "reserved": _floor_add(STRICT.c.reserved, -sa.bindparam("release", type_=_BIG)),
                   "expires_at": stmt.excluded.expires_at})
-        rows = [r.to_wire() for r in sorted(releases, key=lambda r: r.key)]        # one lock order: no deadlock
-        if self.engine.dialect.name == "postgresql":
-            await self._pg_row(_PG_SETTLE_SQL, tuple([r[k] for r in rows] for k in (
-                "bucket", "window_start", "metric", "release", "add", "expires_at")))
-            return
         async with self._tx() as conn:
             await conn.execute(stmt, rows)
 
