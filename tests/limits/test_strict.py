@@ -156,3 +156,51 @@ def test_the_config_refuses_strict_where_it_cannot_apply(limit: str, fault: str)
     with pytest.raises(ConfigError) as exc:
         load_config_text(BASE + f"groups:\n  g: {{ limits: [ {limit} ] }}\n", {"K": "k"})
     assert f"groups.g.limits[0].strict: {fault}" in str(exc.value)
+
+
+class Slow(MemoryStore):
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    async def strict_admit(self, charges: Any) -> int | None:
+        await asyncio.sleep(self.delay)
+        return await super().strict_admit(charges)
+
+
+def test_an_admission_granted_after_the_timeout_is_refused_503_and_released(monkeypatch: pytest.MonkeyPatch) -> None:
+    import busbar.limits.strict as strict_mod
+
+    monkeypatch.setattr(strict_mod, "ADMIT_TIMEOUT_S", 0.05)
+    store = Slow(0.2)
+    limiter, strict, gw, metrics = _setup(store)
+
+    async def run() -> tuple[Any, Any, Any]:
+        ticket = limiter.admit("bob", None, lambda pool: Worst(10, 0))
+        reply, hold = await strict.admit(gw, get_dialect("openai"), limiter, ticket)
+        await asyncio.sleep(0.3)                              # the store answers "admitted" late ...
+        await strict.close()                                  # ... and the release has run
+        return reply, hold, await store.strict_get("group:bob@minute", NOW, "requests")
+
+    reply, hold, counter = asyncio.run(run())
+    assert (reply.status, hold, counter) == (503, None, StrictCounter(0, 0))
+    assert metrics.strict_failures["admit"] == 1 and limiter.reservations == 0
+
+
+def test_a_request_cancelled_while_the_store_decides_leaves_nothing_held() -> None:
+    store = Slow(0.1)
+    limiter, strict, gw, _ = _setup(store)
+
+    async def run() -> Any:
+        ticket = limiter.admit("bob", None, lambda pool: Worst(10, 0))
+        task = asyncio.ensure_future(strict.admit(gw, get_dialect("openai"), limiter, ticket))
+        await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.2)
+        await strict.close()
+        return await store.strict_get("group:bob@minute", NOW, "requests")
+
+    assert asyncio.run(run()) == StrictCounter(0, 0)
+    assert limiter.reservations == 0 and counts(limiter)["group:bob@minute"] == (0, 0)

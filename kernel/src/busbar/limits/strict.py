@@ -31,8 +31,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from busbar_sdk.store import MemoryStore, StoreError, StoreUnavailable, StrictCharge, StrictRelease, TierTokens
 from busbar_sdk.store.strict import EXPIRY_GRACE_S
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["ADMIT_TIMEOUT_S", "SETTLE_BACKOFF_S", "Hold", "StrictLimits", "unavailable"]
 
 log = logging.getLogger("busbar.limits")
+T = TypeVar("T")
 
 #: Seconds a strict admission waits for the store before refusing the request (503).
 ADMIT_TIMEOUT_S = 5.0
@@ -99,7 +101,7 @@ class StrictLimits:
         self._any = False
         self._cache: dict[tuple[str, str | None], tuple[Limit, ...]] = {}
         self._local: MemoryStore | None = None          # a gateway without a store: per node
-        self.pending: set[asyncio.Task[None]] = set()
+        self.pending: set[asyncio.Future[Any]] = set()
 
     def limits_of(self, tree: GroupTree, group: str, pool: str | None) -> tuple[Limit, ...]:
         """The enforced strict limits of ``group``'s chain that apply to ``pool``, leaf first."""
@@ -139,10 +141,14 @@ class StrictLimits:
         now = int(limiter.clock())
         charges = [(lim, self._charge(lim, ticket.worst.cost, now)) for lim in lims]
         store = self.store_of(gw)
+        op = self._track(_admit(store, [c for _, c in charges]))     # it may outlive this request
         try:
-            over = await asyncio.wait_for(_admit(store, [c for _, c in charges]), ADMIT_TIMEOUT_S)
-        except (StoreError, TimeoutError) as e:
+            over = await asyncio.wait_for(asyncio.shield(op), ADMIT_TIMEOUT_S)
+        except BaseException as e:
             limiter.cancel(ticket)
+            op.add_done_callback(lambda done: self._undo_late(gw, done, charges))   # timed out or cancelled
+            if not isinstance(e, StoreError | TimeoutError):
+                raise
             self.metrics.strict_failed("admit")
             reason = str(e) or f"no answer within {ADMIT_TIMEOUT_S:g} s"
             log.error("store (%s): strict admission for group '%s' failed (%s); the request is refused (503)",
@@ -152,6 +158,23 @@ class StrictLimits:
             limiter.cancel(ticket)
             return refusal_reply(dialect, limiter.refuse(charges[over][0], now)), None
         return None, Hold(charges)
+
+    def _undo_late(self, gw: Any, done: asyncio.Future[int | None], charges: list[tuple[Limit, StrictCharge]]) -> None:
+        """An admission the request stopped waiting for (timed out, or the request was cancelled)
+        that the store granted after all: release its reservations."""
+        if not done.cancelled() and done.exception() is None and done.result() is None:
+            self._release([StrictRelease(c.bucket, c.window_start, c.metric, c.amount, 0, c.expires_at)
+                           for _, c in charges], self.store_of(gw))
+
+    def _release(self, releases: list[StrictRelease], store: Store) -> None:
+        self._track(self._settle(store, releases))
+
+    def _track(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+        """Run ``coro`` as a task held in :attr:`pending` until it is done (``close`` waits for it)."""
+        task = asyncio.ensure_future(coro)
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+        return task
 
     def settle(self, gw: Any, hold: Hold, ok: bool, model: str | None, tiers: TierTokens | None) -> None:
         """Release ``hold`` and record the outcome, in the background (see the module docstring)."""
@@ -166,9 +189,7 @@ class StrictLimits:
             else:
                 add = micros(cost + (self.card.fee_pico if ok else 0))
             releases.append(StrictRelease(c.bucket, c.window_start, c.metric, c.amount, add, c.expires_at))
-        task = asyncio.ensure_future(self._settle(self.store_of(gw), releases))
-        self.pending.add(task)
-        task.add_done_callback(self.pending.discard)
+        self._release(releases, self.store_of(gw))
 
     async def _settle(self, store: Store, releases: list[StrictRelease]) -> None:
         for wait in (*SETTLE_BACKOFF_S, None):
