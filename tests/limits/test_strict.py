@@ -19,7 +19,7 @@ from busbar.limits.metrics import LimitMetrics
 from busbar.limits.strict import StrictLimits
 from busbar.limits.tree import GroupTree
 from busbar.proto.registry import get_dialect
-from busbar_sdk.store import MemoryStore, StoreUnavailable, StrictCounter, TierTokens
+from busbar_sdk.store import MemoryStore, Store, StoreUnavailable, StrictCounter, TierTokens
 
 from tests.limits.test_engine import BASE, Clock, counts
 
@@ -204,3 +204,25 @@ def test_a_request_cancelled_while_the_store_decides_leaves_nothing_held() -> No
 
     assert asyncio.run(run()) == StrictCounter(0, 0)
     assert limiter.reservations == 0 and counts(limiter)["group:bob@minute"] == (0, 0)
+
+
+class Old(MemoryStore):
+    """A store written before strict counters: the contract's default answers."""
+
+    async def strict_get(self, bucket: str, window_start: int, metric: str) -> StrictCounter:
+        return await Store.strict_get(self, bucket, window_start, metric)
+
+
+def test_boot_refuses_a_strict_limit_on_a_store_without_strict_counters() -> None:
+    from busbar.auth.boot import FrontDoorBootError
+    from busbar.limits.gate import Limits
+
+    limits = Limits(load_config_text(BASE + CHAIN, {"K": "k"}).config)
+    with pytest.raises(FrontDoorBootError) as exc:
+        asyncio.run(limits._strict_probe(Old()))
+    assert exc.value.faults == [
+        "group 'acme': budget per month is strict, but the memory store does not implement strict counters; use "
+        "the memory, sqlite, postgres or valkey store, or remove strict: true",
+        "group 'bob': requests per minute is strict, but the memory store does not implement strict counters; use "
+        "the memory, sqlite, postgres or valkey store, or remove strict: true"]
+    asyncio.run(limits._strict_probe(MemoryStore()))          # a store with them: nothing to say
