@@ -62,6 +62,23 @@ def _run(factory: Factory, body: Callable[[Store], Awaitable[Any]]) -> Any:
     return asyncio.run(main())
 
 
+def _run_two(factory: Factory, shared: bool, body: Callable[[Store, Store], Awaitable[Any]]) -> Any:
+    """``body(a, b)`` on two open handles on the same data (one handle twice when not ``shared``)."""
+    async def main() -> Any:
+        a = factory()
+        b = factory() if shared else a
+        await a.open()
+        if b is not a:
+            await b.open()
+        try:
+            return await body(a, b)
+        finally:
+            await a.close()
+            if b is not a:
+                await b.close()
+    return asyncio.run(main())
+
+
 def _key(key_id: str = "k1", **kw: Any) -> VirtualKey:
     return VirtualKey(id=key_id, name=kw.pop("name", "bob-laptop"), created_at=kw.pop("created_at", 1_700_000_000),
                       **kw)
@@ -160,26 +177,16 @@ class StoreConformance:
         _run(store_factory, body)
 
     def test_two_writers_converge_on_the_exact_sum(self, store_factory: Factory) -> None:
-        async def main() -> None:
-            a = store_factory()
-            b = store_factory() if self.shared_handles else a
-            await a.open()
-            if b is not a:
-                await b.open()
-            try:
-                async def writer(s: Store, n: int) -> None:
-                    for _ in range(n):
-                        await s.add_usage([UsageItem("group:fleet@total", 0, UsageDelta(
-                            1, 1, {"m": TierTokens(3, 4, 1, 0)})), UsageItem("group:root@total", 0, UsageDelta(1))])
-                await asyncio.gather(writer(a, 25), writer(b, 25), writer(a, 25), writer(b, 25))
-                assert await a.get_usage("group:fleet@total", 0) == UsageLedger(100, 100, {"m": TierTokens(300, 400,
-                                                                                                      100, 0)})
-                assert (await b.get_usage("group:root@total", 0)).requests == 100
-            finally:
-                await a.close()
-                if b is not a:
-                    await b.close()
-        asyncio.run(main())
+        async def body(a: Store, b: Store) -> None:
+            async def writer(s: Store, n: int) -> None:
+                for _ in range(n):
+                    await s.add_usage([UsageItem("group:fleet@total", 0, UsageDelta(
+                        1, 1, {"m": TierTokens(3, 4, 1, 0)})), UsageItem("group:root@total", 0, UsageDelta(1))])
+            await asyncio.gather(writer(a, 25), writer(b, 25), writer(a, 25), writer(b, 25))
+            assert await a.get_usage("group:fleet@total", 0) == UsageLedger(100, 100, {"m": TierTokens(300, 400,
+                                                                                                  100, 0)})
+            assert (await b.get_usage("group:root@total", 0)).requests == 100
+        _run_two(store_factory, self.shared_handles, body)
 
     # -- strict counters ---------------------------------------------------------------------
     def test_strict_admit_checks_every_counter_and_charges_all_or_none(self, store_factory: Factory) -> None:
@@ -238,32 +245,22 @@ class StoreConformance:
         _run(store_factory, body)
 
     def test_strict_admit_is_exact_under_concurrency(self, store_factory: Factory) -> None:
-        async def main() -> None:
-            a = store_factory()
-            b = store_factory() if self.shared_handles else a
-            await a.open()
-            if b is not a:
-                await b.open()
-            try:
-                one = [StrictCharge("group:fleet@hour", 3600, "requests", cap=10, amount=1)]
-                verdicts = await asyncio.gather(*(h.strict_admit(one) for h in (a, b) * 32))
-                assert (verdicts.count(None), verdicts.count(0)) == (10, 54)
-                assert await b.strict_get("group:fleet@hour", 3600, "requests") == StrictCounter(0, 10)
-                # two counters, the second tighter: the first never moves for a refused admission
-                two = [StrictCharge("group:team@day", 0, "requests", cap=100, amount=1),
-                       StrictCharge("group:org@month", 0, "budget", cap=25, amount=3)]
-                verdicts = await asyncio.gather(*(h.strict_admit(two) for h in (a, b) * 32))
-                assert (verdicts.count(None), verdicts.count(1)) == (8, 56)
-                assert await a.strict_get("group:team@day", 0, "requests") == StrictCounter(0, 8)
-                assert await a.strict_get("group:org@month", 0, "budget") == StrictCounter(0, 24)
-                await asyncio.gather(*(h.strict_settle([StrictRelease("group:org@month", 0, "budget", release=3,
-                                                                      add=2)]) for h in (a, b) * 4))
-                assert await b.strict_get("group:org@month", 0, "budget") == StrictCounter(16, 0)
-            finally:
-                await a.close()
-                if b is not a:
-                    await b.close()
-        asyncio.run(main())
+        async def body(a: Store, b: Store) -> None:
+            one = [StrictCharge("group:fleet@hour", 3600, "requests", cap=10, amount=1)]
+            verdicts = await asyncio.gather(*(h.strict_admit(one) for h in (a, b) * 32))
+            assert (verdicts.count(None), verdicts.count(0)) == (10, 54)
+            assert await b.strict_get("group:fleet@hour", 3600, "requests") == StrictCounter(0, 10)
+            # two counters, the second tighter: the first never moves for a refused admission
+            two = [StrictCharge("group:team@day", 0, "requests", cap=100, amount=1),
+                   StrictCharge("group:org@month", 0, "budget", cap=25, amount=3)]
+            verdicts = await asyncio.gather(*(h.strict_admit(two) for h in (a, b) * 32))
+            assert (verdicts.count(None), verdicts.count(1)) == (8, 56)
+            assert await a.strict_get("group:team@day", 0, "requests") == StrictCounter(0, 8)
+            assert await a.strict_get("group:org@month", 0, "budget") == StrictCounter(0, 24)
+            await asyncio.gather(*(h.strict_settle([StrictRelease("group:org@month", 0, "budget", release=3,
+                                                                  add=2)]) for h in (a, b) * 4))
+            assert await b.strict_get("group:org@month", 0, "budget") == StrictCounter(16, 0)
+        _run_two(store_factory, self.shared_handles, body)
 
     # -- metering ----------------------------------------------------------------------------
     def test_metering_adds_lists_by_day_and_purges(self, store_factory: Factory) -> None:
