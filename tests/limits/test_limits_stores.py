@@ -111,7 +111,7 @@ def _reports(gw: Gw, id27: str) -> None:
     """The admin usage and groups reports after C027 (2 × 1 500 µ) and C028 (2 default replies)."""
     g = gw.admin.get("/groups/g27").json()
     assert g == {"name": "g27", "parent": None, "enabled": True, "runtime": False, "chain": ["g27"],
-                 "limits": [{"metric": "budget", "amount": 10000, "per": "month", "pool": None, "shadow": False,
+                 "limits": [{"metric": "budget", "amount": 10000, "per": "month", "pool": None, "shadow": False, "strict": False,
                              "bucket": "group:g27@month", "used": 3000, "reserved": 0, "remaining": 7000}]}
     growth = gw.admin.get("/groups/growth").json()["limits"][0]
     assert (growth["bucket"], growth["used"], growth["remaining"]) == ("group:growth@hour", 2, 0)

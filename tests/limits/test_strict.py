@@ -19,7 +19,7 @@ from busbar.limits.metrics import LimitMetrics
 from busbar.limits.strict import StrictLimits
 from busbar.limits.tree import GroupTree
 from busbar.proto.registry import get_dialect
-from busbar_sdk.store import MemoryStore, Store, StoreUnavailable, StrictCounter, TierTokens
+from busbar_sdk.store import MemoryStore, Store, StoreUnavailable, StrictCounter, StrictRelease, TierTokens
 
 from tests.limits.test_engine import BASE, Clock, counts
 
@@ -226,3 +226,24 @@ def test_boot_refuses_a_strict_limit_on_a_store_without_strict_counters() -> Non
         "group 'bob': requests per minute is strict, but the memory store does not implement strict counters; use "
         "the memory, sqlite, postgres or valkey store, or remove strict: true"]
     asyncio.run(limits._strict_probe(MemoryStore()))          # a store with them: nothing to say
+
+
+def test_the_groups_report_shows_the_fleet_counter_of_a_strict_limit() -> None:
+    from busbar.admin.routes_groups import _fleet, _view
+    from busbar.limits.gate import Limits
+
+    limits = Limits(load_config_text(BASE + CHAIN, {"K": "k"}).config)
+    store = MemoryStore()
+    gw = SimpleNamespace(store=store)
+    now = int(limits.limiter.clock())
+    asyncio.run(store.strict_admit([limits.strict._charge(lim, 0, now)          # one request of bob's chain
+                                    for lim in limits.strict.limits_of(limits.tree, "bob", None)]))
+    asyncio.run(store.strict_settle([StrictRelease("group:bob@minute", now - now % 60, "requests", 0, 1)]))
+    view = _view(limits, "bob", None, asyncio.run(_fleet(limits, gw, ["bob"])))
+    assert view["limits"] == [
+        {"metric": "requests", "amount": 2, "per": "minute", "pool": None, "shadow": False, "strict": True,
+         "bucket": "group:bob@minute", "used": 1, "reserved": 1, "remaining": 0},      # the store's: the fleet
+        {"metric": "requests", "amount": 3, "per": "hour", "pool": None, "shadow": False, "strict": False,
+         "bucket": "group:bob@hour", "used": 0, "reserved": 0, "remaining": 3}]        # this node's
+    assert asyncio.run(_fleet(limits, SimpleNamespace(store=Old()), ["bob"])) == {}     # unreadable: the node
+    assert asyncio.run(_fleet(limits, gw, ["acme"]))[("group:acme@month", "budget")] == {"used": 0, "reserved": 5}

@@ -23,6 +23,9 @@ so N nodes on one store together never pass the cap.
   (:data:`SETTLE_BACKOFF_S`); after that the reservation stays held until the window rolls, logged
   and counted (``busbar_limit_strict_store_failures_total{op="settle"}``).
 - ``await close()``: wait for settlements in flight (shutdown).
+- ``await fleet_usage(gw, limits, now) -> {(bucket, metric): {"used", "reserved"}}``: the store's
+  counters of the current windows of the strict ``limits`` (the groups report), ``{}`` when the
+  store cannot be read.
 
 Source: docs/limits.md#strict-mode.
 """
@@ -204,6 +207,20 @@ class StrictLimits:
                               ", ".join(sorted({r.bucket for r in releases})))
                     return
                 await asyncio.sleep(wait)
+
+    async def fleet_usage(self, gw: Any, limits: list[Limit], now: int) -> dict[tuple[str, str], dict[str, int]]:
+        """See the module docstring."""
+        store = self.store_of(gw)
+        out: dict[tuple[str, str], dict[str, int]] = {}
+        try:
+            for lim in limits:
+                if lim.strict:
+                    c = await store.strict_get(lim.bucket, window_start(lim.per or "total", now), lim.metric)
+                    out[(lim.bucket, lim.metric)] = {"used": c.used, "reserved": c.reserved}
+        except StoreError as e:
+            log.warning("store (%s): strict counters could not be read for the groups report (%s)", store.backend, e)
+            return {}
+        return out
 
     async def close(self, timeout_s: float = 5.0) -> None:
         """Wait up to ``timeout_s`` for settlements in flight; the rest are cancelled."""
