@@ -19,7 +19,9 @@
 
 Every check and every charge happens without an ``await`` in between, so on one node the check
 and the charge are one atomic step: recorded spend plus open reservations never exceeds a budget
-(case C027). Shadow limits are evaluated and counted (``on_shadow``) but never refuse.
+(case C027). Shadow limits are evaluated and counted (``on_shadow``) but never refuse. A strict
+limit's bucket is charged here but its check is the shared store's (``busbar.limits.strict``):
+``refuse(lim, now)`` words its refusal, ``cancel(ticket)`` undoes an admission the store refused.
 
 Windows are civil UTC (``busbar_sdk.store.windows``); a bucket keeps only its current window in
 memory, the store keeps them all. ``seed(bucket, window_start, ledger)`` loads a stored window at
