@@ -1,6 +1,7 @@
 """The store contract: what every backend (memory, sqlite, postgres, valkey, a third party's) serves.
 
-A :class:`Store` is async throughout and is never awaited on the request path: the gateway admits
+A :class:`Store` is async throughout and is never awaited on the request path, except for one
+``strict_admit`` per request whose group chain has a strict limit: the gateway admits
 from in-memory state, flushes ledger deltas additively every ``advanced.usage_flush_interval_ms``
 and syncs keys and the denylist into memory (docs/stores.md). Every method may raise
 :class:`~busbar_sdk.store.errors.StoreUnavailable` when the backend cannot be reached; the other
