@@ -247,3 +247,21 @@ def test_the_groups_report_shows_the_fleet_counter_of_a_strict_limit() -> None:
          "bucket": "group:bob@hour", "used": 0, "reserved": 0, "remaining": 3}]        # this node's
     assert asyncio.run(_fleet(limits, SimpleNamespace(store=Old()), ["bob"])) == {}     # unreadable: the node
     assert asyncio.run(_fleet(limits, gw, ["acme"]))[("group:acme@month", "budget")] == {"used": 0, "reserved": 5}
+
+
+def test_a_strict_budget_settles_operation_units_at_the_rate_card() -> None:
+    from busbar.limits.cost import unit_key
+
+    store = MemoryStore()
+    extra = CHAIN.replace("big: { input_utok: 1.0, output_utok: 3.0 }",
+                          "big: { input_utok: 1.0, output_utok: 3.0, per_image_utok: 40000.0 }")
+    limiter, strict, gw, _ = _setup(store, extra)
+    _, reply, hold = _admit(limiter, strict, gw, cost_micros=1000)
+    assert reply is None
+
+    async def settle() -> None:
+        strict.settle(gw, hold, True, "big", TierTokens(10, 0), {unit_key("big", "images"): TierTokens(2)})
+        await strict.close()
+    asyncio.run(settle())
+    # 10 input tokens (10 µ) + 2 images × 40 000 µ + the 5 µ fee
+    assert asyncio.run(store.strict_get("group:acme@month", MONTH, "budget")) == StrictCounter(80015, 0)

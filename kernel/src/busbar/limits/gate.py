@@ -310,7 +310,7 @@ class Limits:
             self.metrics.used_units(ticket.pool or "", gw, units, self.card)
         self.limiter.settle(ticket, ok, model, tiers, units)
         if hold is not None:
-            self.strict.settle(gw, hold, ok, model, tiers)
+            self.strict.settle(gw, hold, ok, model, tiers, units)
 
 
 def carry_limits(old: Any, new: Any) -> None:

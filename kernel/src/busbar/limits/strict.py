@@ -17,10 +17,10 @@ so N nodes on one store together never pass the cap.
   and ``reply`` is the limit's refusal in the caller's dialect, as the engine words it; when the
   store fails or does not answer within :data:`ADMIT_TIMEOUT_S`, the request is refused 503 naming
   the group (fail closed). Otherwise ``reply`` is ``None`` and ``hold`` is what settlement releases.
-- ``settle(gw, hold, ok, model, tiers)``: at the request's end, one ``strict_settle`` releases the
-  reservations and adds the outcome (requests: 1 when ``ok``; budget: the real token cost + the fee
-  when ``ok``). It runs in the background and is retried for about a minute when the store fails
-  (:data:`SETTLE_BACKOFF_S`); after that the reservation stays held until the window rolls, logged
+- ``settle(gw, hold, ok, model, tiers, units)``: at the request's end, one ``strict_settle``
+  releases the reservations and adds the outcome (requests: 1 when ``ok``; budget: the real cost
+  of the tokens and operation units + the fee when ``ok``). It runs in the background and is
+  retried for about a minute when the store fails (:data:`SETTLE_BACKOFF_S`); after that the reservation stays held until the window rolls, logged
   and counted (``busbar_limit_strict_store_failures_total{op="settle"}``).
 - ``await close()``: wait for settlements in flight (shutdown).
 - ``await fleet_usage(gw, limits, now) -> {(bucket, metric): {"used", "reserved"}}``: the store's
@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -179,12 +179,16 @@ class StrictLimits:
         task.add_done_callback(self.pending.discard)
         return task
 
-    def settle(self, gw: Any, hold: Hold, ok: bool, model: str | None, tiers: TierTokens | None) -> None:
-        """Release ``hold`` and record the outcome, in the background (see the module docstring)."""
+    def settle(self, gw: Any, hold: Hold, ok: bool, model: str | None, tiers: TierTokens | None,
+               units: Mapping[str, TierTokens] | None = None) -> None:
+        """Release ``hold`` and record the outcome, in the background (see the module docstring):
+        the cost is ``model``'s ``tiers`` plus the operation ``units`` (``{unit_key: count}``,
+        busbar.limits.cost) at today's rate card."""
         cost = 0
         if model is not None and tiers is not None and not tiers.is_zero():
-            rates = self.card.rates_of(model)
-            cost = self.card.cost_pico(rates, tiers) if rates is not None else 0
+            cost = self.card.entry_pico(model, tiers)
+        for name, count in (units or {}).items():
+            cost += self.card.entry_pico(name, count)
         releases = []
         for lim, c in hold.charges:
             if lim.metric == "requests":
