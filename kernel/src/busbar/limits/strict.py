@@ -20,8 +20,9 @@ so N nodes on one store together never pass the cap.
 - ``settle(gw, hold, ok, model, tiers, units)``: at the request's end, one ``strict_settle``
   releases the reservations and adds the outcome (requests: 1 when ``ok``; budget: the real cost
   of the tokens and operation units + the fee when ``ok``). It runs in the background and is
-  retried for about a minute when the store fails (:data:`SETTLE_BACKOFF_S`); after that the reservation stays held until the window rolls, logged
-  and counted (``busbar_limit_strict_store_failures_total{op="settle"}``).
+  retried for about a minute when the store fails (:data:`SETTLE_BACKOFF_S`); after that the
+  reservation stays held until the window rolls, logged and counted
+  (``busbar_limit_strict_store_failures_total{op="settle"}``).
 - ``await close()``: wait for settlements in flight (shutdown).
 - ``await fleet_usage(gw, limits, now) -> {(bucket, metric): {"used", "reserved"}}``: the store's
   counters of the current windows of the strict ``limits`` (the groups report), ``{}`` when the
