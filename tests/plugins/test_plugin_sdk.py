@@ -17,7 +17,17 @@ import pytest
 from busbar.loader import PluginCallError, SecretResolutionError
 from busbar.loader.registry import effective_grant
 from busbar.loader.secrets import SecretModuleResolver
-from busbar_sdk import HookPlugin, Order, PayloadError, Reject, Restrict, Rewrite, StorePlugin, export_plugin
+from busbar_sdk import (
+    DictHookPlugin,
+    HookPlugin,
+    Order,
+    PayloadError,
+    Reject,
+    Restrict,
+    Rewrite,
+    StorePlugin,
+    export_plugin,
+)
 from busbar_sdk.artifact import bind_plugin
 from busbar_sdk.models import (
     Abstain,
@@ -38,7 +48,7 @@ from tests.plugins.helpers import decide, make_cfg
 
 def test_public_surface_is_pinned() -> None:
     assert sorted(busbar_sdk.__all__) == sorted([
-        "AUTH_ABI_VERSION", "Abstain", "ArtifactError", "AuthPlugin", "BindingError", "BuildError",
+        "AUTH_ABI_VERSION", "Abstain", "ArtifactError", "AuthPlugin", "BindingError", "BuildError", "DictHookPlugin",
         "HOOK_ABI_VERSION", "HookPlugin", "HostileArchiveError", "Order", "PayloadError", "Plugin", "PluginBinding",
         "PluginExport", "Reject", "Restrict", "Rewrite", "SECRET_ABI_VERSION", "STORE_ABI_VERSION", "SdkError",
         "SecretPlugin", "SigningError", "StorePlugin", "TRANSPORT_VERSION", "export_plugin", "hookimpl"])
@@ -148,6 +158,43 @@ def test_store_base_class_dispatches_operations() -> None:
     assert b.call(h, {"op": "drop_everything"}) == {
         "error": {"kind": "unsupported", "message": "unknown store operation 'drop_everything'"}}
     assert Memory.operations() == frozenset({"put_key", "get_key"})
+
+
+class Pin(DictHookPlugin):
+    """A dict-level gate: the kernel's message as it is, a wire dict back."""
+
+    inline: ClassVar[bool] = True
+    settings_schema: ClassVar[dict[str, Any] | None] = {"type": "object"}
+
+    def decide(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        self.settings["last"] = payload                 # the very dict the kernel sent, not a copy
+        if payload["request"]["total_chars"] > 1000:
+            return {"reject": {"status": 413, "message": "too long"}}
+        return {"order": [c["idx"] for c in payload["candidates"][::-1]]} if payload["candidates"] else None
+
+
+def test_dict_hook_plugin_gets_the_wire_dicts_and_declares_inline() -> None:
+    from types import SimpleNamespace
+
+    from busbar.hooks.facade import declares_inline
+
+    b = bind_plugin(export_plugin(Pin), name="pin", expected_kind="hook")
+    assert getattr(b.call, "busbar_inline", False) is True
+    assert getattr(bind_plugin(export_plugin(Gate), name="gate").call, "busbar_inline", False) is False
+    h = b.open({"a": 1})
+    msg = decide(2)
+    assert b.call(h, msg) == {"order": [1, 0]}
+    assert h.settings["last"] is msg
+    assert b.call(h, decide(total_chars=5000)) == {"reject": {"status": 413, "message": "too long"}}
+    assert b.call(h, decide(0)) == {}                                   # None: abstain
+    assert b.call(h, {**msg, "op": "notify"}) == {} and b.call(h, {**msg, "op": "transform"}) == {}
+    assert b.call(h, {"op": "future-op"}) == {} and b.call(h, {"future_key": True}) == {}
+    assert b.call(h, {"status": True}) == {}                             # before any configure
+    assert b.call(h, {"configure": {"hook": "pin", "settings": {"b": 2}, "settings_version": 3,
+                                    "busbar_version": "1.5.0"}}) == {"ack": {"settings_version": 3}}
+    assert b.call(h, {"status": True}) == {"status": {"settings_version": 3, "settings": {"b": 2}, "metrics": []}}
+    assert b.call(h, {"describe": True}) == {"schema": {"type": "object"}}
+    assert declares_inline(SimpleNamespace(plugin=SimpleNamespace(binding=b))) is True     # the kernel's check
 
 
 def test_export_plugin_refuses_a_non_plugin() -> None:

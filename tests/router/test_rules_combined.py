@@ -54,3 +54,32 @@ def test_only_the_fields_the_rules_read_are_built() -> None:
         "has_tools": True, "prompt": "hi"}
     assert req_object(request, [{"idx": 0, "model": "m"}]) == {
         "pool": "p", "has_tools": True, "stream": False, "prompt": "hi", "candidates": [{"idx": 0, "model": "m"}]}
+
+
+def test_header_literals_are_checked_against_the_allowlist() -> None:
+    from busbar_sdk.rules import RulesError, check_headers, header_refs, req_object
+
+    assert header_refs("req.headers['x-a'] == 'b' && \"x-c\" in req.headers || req.headers[\"X-D\"] == ''") == [
+        "x-a", "X-D", "x-c"]
+    rules = RuleSet({"rules": [{"when": "req.headers['x-tenant'] == 'acme'", "to": ["a"]},
+                               {"when": "req.headers['X-Tier'] == 'gold'", "to": ["b"]}]}).rules
+    check_headers(rules[:1], ("x-tenant",), "settings", "settings.headers")            # fine: listed
+    with pytest.raises(RulesError) as e:
+        check_headers(rules, ("x-tenant", "x-tier"), "settings", "settings.headers")
+    assert str(e.value) == ("settings.rules[1].when: header names in req.headers are lower-case; write 'x-tier', "
+                            "not 'X-Tier'")
+    with pytest.raises(RulesError) as e:
+        check_headers(rules, ("x-tenant",), "settings", "settings.headers")
+    assert str(e.value) == ("settings.rules[1].when: reads header 'X-Tier', which settings.headers does not list "
+                            "(x-tenant); add it there")
+    with pytest.raises(RulesError) as e:
+        check_headers(rules, (), "settings.fallback[0]", "settings.state.headers")
+    assert str(e.value) == ("settings.fallback[0].rules[0].when: reads req.headers but settings.state.headers lists "
+                            "no header; only the headers listed there are projected")
+    request = {"pool": "p", "headers": {"x-tenant": "acme"}}
+    req = req_object(request, [], frozenset({"headers"}))
+    assert req == {"headers": {"x-tenant": "acme"}}
+    first = RuleSet({"rules": [{"when": "req.headers['x-tenant'] == 'acme'", "to": ["a"]}], "default": ["d"]})
+    assert first.decide(req) == Outcome(("a",), (0,), False)
+    assert first.decide({"headers": {}}) == Outcome(("d",), (), True)            # a missing key: does not hold
+    assert first.decide(activation(req)) == Outcome(("a",), (0,), False)

@@ -42,6 +42,17 @@ pools:
             - { when: 'req.prompt.contains("secret")', to: [an-a] }
             - { when: 'req.prompt.contains("hipaa")', to: [baa] }
     members: [ { model: oa-a }, { model: oa-b, tags: [baa] }, { model: an-a } ]
+  tenants:
+    hooks:
+      - module: busbar-rules
+        timeout_ms: 50
+        settings:
+          headers: [X-Tenant, x-plan]
+          rules:
+            - { when: "req.headers['x-tenant'] == 'acme'", to: [an-a] }
+            - { when: "'x-plan' in req.headers && req.headers['x-plan'] == 'pro'", to: [oa-a] }
+          default: [oa-b]
+    members: [ { model: oa-a }, { model: oa-b }, { model: an-a } ]
   shadowed:
     hooks:
       - module: busbar-rules
@@ -103,6 +114,28 @@ def test_openai_sdk_through_the_rules(gw) -> None:
     assert raw.parse().choices[0].message.content.startswith("Hello from")
 
 
+@pytest.mark.parametrize(("headers", "target"), [
+    ({"X-Tenant": "acme"}, "an-a"),                                 # rule 0: the name arrives in any case
+    ({"x-tenant": "acme", "x-plan": "pro"}, "an-a"),                # the first holding rule wins
+    ({"x-tenant": "globex", "X-Plan": "pro"}, "oa-a"),              # rule 1
+    ({"x-plan": "free"}, "oa-b"),                                   # rule 0 cannot be evaluated: default
+    ({}, "oa-b"),
+    ({"x-other": "acme", "authorization": "Bearer acme"}, "oa-b"),  # not listed: never projected
+])
+def test_rules_route_on_allowlisted_request_headers(gw, headers, target) -> None:
+    r = httpx.post(gw.url + "/v1/chat/completions", timeout=30, headers=headers,
+                   json={"model": "tenants", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 200
+    assert (r.headers["x-busbar-route-target"], r.headers["x-busbar-route-policy"]) == (target, "busbar-rules")
+
+
+def test_openai_sdk_headers_reach_the_rules(gw) -> None:
+    oa = openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0, default_headers={"X-Tenant": "acme"})
+    raw = oa.chat.completions.with_raw_response.create(model="tenants", messages=[{"role": "user", "content": "q"}])
+    assert raw.headers["x-busbar-route-target"] == "an-a"
+    assert raw.parse().choices[0].message.content.startswith("Hello from")
+
+
 def test_shadow_gate_is_called_counted_and_not_applied(gw) -> None:
     targets = [chat(gw, "shadowed", "python").headers for _ in range(4)]
     assert {h["x-busbar-route-target"] for h in targets} == {"oa-a", "oa-b"}     # SWRR, not the rule
@@ -131,6 +164,25 @@ pools:
     hooks:
       - { module: busbar-rules, settings: { rules: [ { when: 'true', to: [gpt-9] } ], default: [oa-a, nope] } }
     members: [ { model: oa-a, tags: [fast] } ]
+"""
+
+CREDENTIAL_HEADER = """
+pools:
+  p:
+    hooks:
+      - { module: busbar-rules, settings: { headers: [x-tenant, Authorization], rules: [] } }
+    members: [ { model: oa-a } ]
+"""
+
+UNLISTED_HEADER = """
+pools:
+  p:
+    hooks:
+      - module: busbar-rules
+        settings:
+          headers: [x-tenant]
+          rules: [ { when: "req.headers['x-tenant'] == 'a'", to: [oa-a] }, { when: "req.headers['X-Tier'] == 'b'", to: [oa-a] } ]
+    members: [ { model: oa-a } ]
 """
 
 SHADOW_TAP = """
@@ -171,6 +223,26 @@ def test_a_name_outside_the_pool_refuses_the_boot_and_validate(tmp_path, mock, r
         "config.yaml: pools.p.hooks[0].settings.default[1]: 'nope' is not a member of pool 'p' (models: oa-a; "
         "tags: fast); name a member's model or one of its tags",
         "busbar: 2 config error(s); refusing to start"]
+
+
+@pytest.mark.parametrize("flags", [(), ("--validate",)])
+def test_a_credential_header_in_the_allowlist_refuses_the_boot(tmp_path, mock, router_plugins, flags) -> None:
+    code, err = _boot_faults(tmp_path, mock, router_plugins, CREDENTIAL_HEADER, *flags)
+    assert (code, err.strip().splitlines()) == (2, [
+        "config.yaml: pools.p.hooks[0].settings.headers[1]: 'Authorization' carries a credential; credentials are "
+        "never projected to a hook (authorization, proxy-authorization, x-api-key, x-goog-api-key, api-key, cookie, "
+        "set-cookie, x-amz-*): remove it",
+        "busbar: 1 config error(s); refusing to start"])
+
+
+def test_a_rule_reading_an_unlisted_header_refuses_the_boot(tmp_path, mock, router_plugins) -> None:
+    code, err = _boot_faults(tmp_path, mock, router_plugins, UNLISTED_HEADER)
+    plugdir, _ = router_plugins
+    assert (code, err.strip().splitlines()) == (2, [
+        f"config.yaml: pools.p.hooks[0]: {plugdir}/busbar-rules-hook-1.5.0.tar.gz: busbar_open raised ValueError: "
+        "busbar-rules-hook: settings.rules[1].when: reads header 'X-Tier', which settings.headers does not list "
+        "(x-tenant); add it there",
+        "busbar: 1 start-up error(s); refusing to start"])
 
 
 def test_shadow_on_a_tap_is_refused(tmp_path, mock, router_plugins) -> None:

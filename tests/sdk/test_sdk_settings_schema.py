@@ -66,3 +66,44 @@ def test_gateway_refs_name_the_pool_and_every_model_by_key_path() -> None:
                                                 ("fallback_models[2]", "c")))
     assert gateway_refs(GATEWAY_SCHEMA, {"pool": 7}) == GatewayRefs("pool", None, ())
     assert gateway_refs(None, {"pool": "x"}) == GatewayRefs()
+
+
+HEADERS = {"type": "object", "properties": {
+    "headers": {"type": "array", "items": {"type": "string"}, "x-busbar-headers": True},
+    "state": {"type": "object", "properties": {
+        "headers": {"type": "array", "items": {"type": "string"}, "x-busbar-headers": True}}}}}
+
+
+def test_header_names_are_the_lower_cased_union_of_every_marked_list() -> None:
+    from busbar_sdk.settings_schema import header_faults, header_names
+
+    settings = {"headers": ["X-Tenant", "x-region"], "state": {"headers": ["x-tenant", "X-Tier", "Cookie"]}}
+    assert header_names(HEADERS, settings) == ("x-tenant", "x-region", "x-tier")       # never the credential
+    assert header_names(json.dumps(HEADERS), {"state": {"headers": ["x-a"]}}) == ("x-a",)
+    assert header_names(HEADERS, {}) == () and header_names(None, settings) == ()
+    assert header_faults(HEADERS, settings) == [
+        ("state.headers[2]", "'Cookie' carries a credential; credentials are never projected to a hook "
+                             "(authorization, proxy-authorization, x-api-key, x-goog-api-key, api-key, cookie, "
+                             "set-cookie, x-amz-*): remove it")]
+    assert header_faults(HEADERS, {"headers": "x-tenant"}) == [
+        ("headers", "must be a list of request header names, found str")]
+    assert header_faults(HEADERS, {"headers": ["x:y", 3]}) == [
+        ("headers[0]", "'x:y' is not a request header name (letters, digits and !#$%&'*+.^_`|~-)"),
+        ("headers[1]", "3 is not a request header name (letters, digits and !#$%&'*+.^_`|~-)")]
+
+
+@pytest.mark.parametrize("name", ["Authorization", "proxy-authorization", "X-API-Key", "x-goog-api-key", "api-key",
+                                  "Cookie", "set-cookie", "x-amz-date", "X-Amz-Security-Token"])
+def test_every_credential_header_is_refused_in_any_case(name: str) -> None:
+    from busbar_sdk.settings_schema import header_faults, header_names, is_credential_header
+
+    assert is_credential_header(name)
+    assert header_names(HEADERS, {"headers": [name]}) == ()
+    assert [w for w, _ in header_faults(HEADERS, {"headers": [name]})] == ["headers[0]"]
+
+
+def test_the_rules_hooks_schema_marks_its_header_allowlist() -> None:
+    from busbar_sdk.settings_schema import header_names
+
+    schema = (REPO / "plugins" / "busbar-rules-hook" / "src" / "busbar_rules_hook" / "settings_schema.json").read_text()
+    assert header_names(schema, {"headers": ["X-Tenant"], "rules": []}) == ("x-tenant",)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 # Lazy public surface (PEP 562): importing a submodule (``busbar_sdk._semver`` for the kernel's
 # config checks, say) must not pay for every wire model. Each name resolves on first access.
 _EXPORTS = {
-    "AuthPlugin": "_base", "HookPlugin": "_base", "Plugin": "_base", "PluginExport": "_base",
+    "AuthPlugin": "_base", "DictHookPlugin": "_base", "HookPlugin": "_base", "Plugin": "_base", "PluginExport": "_base",
     "SecretPlugin": "_base", "StorePlugin": "_base", "export_plugin": "_base",
     "PluginBinding": "_binding",
     "ArtifactError": "_errors", "BindingError": "_errors", "BuildError": "_errors",
@@ -44,7 +44,16 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static checkers see the eager imports
-    from busbar_sdk._base import AuthPlugin, HookPlugin, Plugin, PluginExport, SecretPlugin, StorePlugin, export_plugin
+    from busbar_sdk._base import (
+        AuthPlugin,
+        DictHookPlugin,
+        HookPlugin,
+        Plugin,
+        PluginExport,
+        SecretPlugin,
+        StorePlugin,
+        export_plugin,
+    )
     from busbar_sdk._binding import PluginBinding
     from busbar_sdk._errors import (
         ArtifactError,
@@ -78,6 +87,7 @@ __all__ = [
                                 "AuthPlugin",
                                 "BindingError",
                                 "BuildError",
+                                "DictHookPlugin",
                                 "HookPlugin",
                                 "HostileArchiveError",
                                 "Order",

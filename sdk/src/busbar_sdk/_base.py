@@ -16,6 +16,20 @@ Subclass the base for your kind, override the methods you need, and export it::
 ``busbar_call(handle, payload)`` calls ``handle.handle(payload)``, which parses the message into
 its model, calls the typed method and serializes the reply arm back to a dict.
 
+:class:`DictHookPlugin` is the dict-level twin of :class:`HookPlugin` for hooks on the request
+path that count microseconds (the first-party routers): its methods take the wire dicts as they
+arrive and return wire dicts (``None`` = ``{}``, abstain), no model is parsed or serialized, and
+``inline = True`` on the class declares ``busbar_call.busbar_inline`` (CPU-only and bounded: the
+kernel calls it on the request's own thread). Export it with the same :func:`export_plugin`::
+
+    class Pin(DictHookPlugin):
+        inline = True
+
+        def decide(self, payload: dict) -> dict:
+            return {"order": [c["idx"] for c in payload["candidates"][:1]]}
+
+    plugin = export_plugin(Pin)
+
 Source: docs/plugins.md#the-abi.
 """
 from __future__ import annotations
@@ -51,7 +65,8 @@ from busbar_sdk._models_mgmt import (
 from busbar_sdk._versions import TRANSPORT_VERSION
 from busbar_sdk.hookspec import hookimpl
 
-__all__ = ["AuthPlugin", "HookPlugin", "Plugin", "PluginExport", "SecretPlugin", "StorePlugin", "export_plugin"]
+__all__ = ["AuthPlugin", "DictHookPlugin", "HookPlugin", "Plugin", "PluginExport", "SecretPlugin", "StorePlugin",
+           "export_plugin"]
 
 
 def _wire(reply: object) -> dict[str, Any]:
@@ -81,10 +96,13 @@ class Plugin:
 
     Attributes:
         kind: ``hook`` | ``store`` | ``secret`` | ``auth`` (set by the subclasses below).
+        inline: class-level; ``True`` declares ``busbar_call.busbar_inline`` on the export (a hook
+            whose calls are CPU-only and bounded; see :func:`busbar_sdk.hookspec.busbar_inline`).
         settings: the instance's operator settings (a copy).
     """
 
     kind: ClassVar[str] = ""
+    inline: ClassVar[bool] = False
 
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings: dict[str, Any] = dict(settings)
@@ -163,6 +181,76 @@ class HookPlugin(Plugin):
         return {}  # unknown op or management key: not for me
 
 
+class DictHookPlugin(Plugin):
+    """A hook at the dict level: every method takes the wire message as a ``dict`` (the kernel's
+    own, no copy, no validation: read it, do not keep it) and returns the wire reply as a ``dict``
+    (``None`` is ``{}``, abstain). Unknown ops and management keys answer ``{}``.
+
+    Attributes:
+        settings_schema: class-level JSON Schema of your settings; :meth:`describe` serves it.
+        settings_version: the last ``configure`` version acknowledged (``None`` before any).
+    """
+
+    kind: ClassVar[str] = "hook"
+    settings_schema: ClassVar[dict[str, Any] | None] = None
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        super().__init__(settings)
+        self.settings_version: int | None = None
+
+    def decide(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """A gate's decision (``op: decide``): a reply arm dict, or ``None``/``{}`` to abstain."""
+        return None
+
+    def transform(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """A rewrite pass (``op: transform``, ``prompt: rw``): ``{"rewrite": ...}``, ``{"reject": ...}``
+        or ``None``."""
+        return None
+
+    def notify(self, payload: dict[str, Any]) -> None:
+        """A tap observation (``op: notify``); the return value is ignored."""
+
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The ``configure`` object (``{"hook", "settings", "settings_version", "busbar_version"}``):
+        adopt the settings, reply ``{"ack": {"settings_version": <the exact version>}}`` (or
+        ``{"error": "..."}`` to refuse them). Default: store both, ack."""
+        version = body.get("settings_version")
+        settings = body.get("settings")
+        self.settings = dict(settings) if isinstance(settings, dict) else {}
+        self.settings_version = version if type(version) is int else None
+        return {"ack": {"settings_version": version}}
+
+    def describe(self) -> dict[str, Any]:
+        """``{"schema": <settings JSON Schema>}``, or ``{}`` without :attr:`settings_schema`."""
+        return {"schema": self.settings_schema} if self.settings_schema is not None else {}
+
+    def status(self) -> dict[str, Any]:
+        """``{"status": {"settings_version", "settings", "metrics"}}``; ``{}`` before a configure.
+        Override to add metrics."""
+        if self.settings_version is None:
+            return {}
+        return {"status": {"settings_version": self.settings_version, "settings": self.settings, "metrics": []}}
+
+    def handle(self, payload: dict[str, Any]) -> dict[str, Any]:
+        op = payload.get("op")
+        if op == "decide":
+            return self.decide(payload) or {}
+        if op == "transform":
+            return self.transform(payload) or {}
+        if op == "notify":
+            self.notify(payload)
+            return {}
+        if op is None:
+            if "configure" in payload:
+                body = payload["configure"]
+                return self.configure(body if isinstance(body, dict) else {})
+            if "describe" in payload:
+                return self.describe()
+            if "status" in payload:
+                return self.status()
+        return {}  # unknown op or management key: not for me
+
+
 class SecretPlugin(Plugin):
     """A secret backend: implement :meth:`resolve`."""
 
@@ -235,12 +323,32 @@ def _store_operations(cls: type[StorePlugin]) -> frozenset[str]:
 
 
 class PluginExport:
-    """The ABI implementation for a :class:`Plugin` subclass (what :func:`export_plugin` returns)."""
+    """The ABI implementation for a :class:`Plugin` subclass (what :func:`export_plugin` returns).
+
+    ``busbar_call`` is a function of this export (not a method), so the class's ``inline``
+    declaration lands on it alone (``busbar_call.busbar_inline``)."""
 
     def __init__(self, cls: type[Plugin]) -> None:
         if not (isinstance(cls, type) and issubclass(cls, Plugin) and cls.kind):
-            raise TypeError("export_plugin() takes a subclass of HookPlugin, StorePlugin, SecretPlugin or AuthPlugin")
+            raise TypeError("export_plugin() takes a subclass of HookPlugin, DictHookPlugin, StorePlugin, "
+                            "SecretPlugin or AuthPlugin")
         self.plugin_class = cls
+
+        if issubclass(cls, DictHookPlugin):
+            def busbar_call(handle: Any, payload: dict[str, Any]) -> dict[str, Any]:
+                if payload.get("op") == "decide":         # the request path: one call, no dispatch
+                    reply: dict[str, Any] | None = handle.decide(payload)
+                    return reply or {}
+                result: dict[str, Any] = handle.handle(payload)
+                return result
+        else:
+            def busbar_call(handle: Any, payload: dict[str, Any]) -> dict[str, Any]:
+                result: dict[str, Any] = handle.handle(payload)
+                return result
+
+        if cls.inline is True:
+            busbar_call.busbar_inline = True  # type: ignore[attr-defined]  # the ABI's capability attribute
+        self.busbar_call = hookimpl(busbar_call)
 
     @hookimpl
     def busbar_abi(self) -> int:
@@ -253,10 +361,6 @@ class PluginExport:
     @hookimpl
     def busbar_open(self, settings: dict[str, Any]) -> object:
         return self.plugin_class(settings)
-
-    @hookimpl
-    def busbar_call(self, handle: Plugin, payload: dict[str, Any]) -> dict[str, Any]:
-        return handle.handle(payload)
 
     @hookimpl
     def busbar_free(self, handle: Plugin, obj: object) -> None:

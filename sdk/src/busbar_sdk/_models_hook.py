@@ -84,6 +84,8 @@ class RequestProjection(_Open):
         max_tokens: the client's cap, absent when it set none.
         system, messages: prompt text, present only under the ``prompt: ro|rw`` grant.
         user: :class:`UserIdentity`, present only under ``user: ro`` on decide payloads.
+        headers: ``{lower-cased name: value}`` of the request headers the instance's settings
+            allowlist (``x-busbar-headers``), present only when that list is not empty.
     """
 
     request_id: str = ""
@@ -98,6 +100,7 @@ class RequestProjection(_Open):
     system: str | None = Field(default=None, repr=False)
     messages: tuple[ProjectedMessage, ...] | None = Field(default=None, repr=False)
     user: UserIdentity | None = Field(default=None, repr=False)
+    headers: dict[str, str] | None = Field(default=None, repr=False)
 
 
 class Candidate(_Open):

@@ -13,8 +13,10 @@ not need it unless a plugin compiles rules).
   docs/router.md#the-req-object): ``pool``, ``ingress_protocol``, ``message_count``, ``has_tools``,
   ``total_chars``, ``max_tokens``? (absent when the caller set none), ``stream``, ``prompt``? (only
   under the ``prompt: ro`` grant: system then every message's text, joined by newlines),
-  ``user``? (only under ``user: ro``) and ``candidates`` (the healthy members as maps: ``model``,
-  ``provider``, ``tags``, ``tier``?, ``weight``...).
+  ``user``? (only under ``user: ro``), ``headers``? (``{lower-cased name: value}``, only when the
+  instance's settings allowlist headers: :func:`header_refs` checks the names a rule reads) and
+  ``candidates`` (the healthy members as maps: ``model``, ``provider``, ``tags``, ``tier``?,
+  ``weight``...).
 - :func:`reply_for` turns chosen names into a reply arm: ``order`` (members named first, in the
   order named; a tag stands for its members in pool order) or ``restrict`` (``tags_any``: the tags
   named, each also as ``model:<name>``, the implicit tag every member carries for its model).
@@ -26,6 +28,8 @@ Speed: a rule set of up to :data:`COMBINE_MAX` rules is also compiled as one pro
 ``r0 ? 0 : (r1 ? 1 : ... -1)``; ``all``: ``[r0, r1, ...]``), evaluated in a single call; only when
 that program errors (some rule could not be evaluated, or is not a boolean) are the rules evaluated
 one by one, which gives the same answer rule by rule. One call instead of ten is most of the cost.
+:meth:`RuleSet.decide` also takes the ``req`` mapping itself: the combined program then reads it
+without an activation object (one is built only when the rules must be evaluated one by one).
 
 Source: docs/router.md#busbar-rules-hook, docs/hooks.md#what-a-gate-may-answer.
 """
@@ -39,14 +43,20 @@ from typing import Any
 from busbar_sdk.wire import MAX_RESTRICT_TAGS, MODEL_TAG_PREFIX
 
 __all__ = ["COMBINE_MAX", "MATCH_MODES", "REQ_FIELDS", "Outcome", "Rule", "RuleSet", "RulesError", "activation",
-           "compile_expr", "fields_of", "holds", "names_of", "reply_for", "req_object"]
+           "check_headers", "compile_expr", "fields_of", "header_refs", "holds", "names_of", "reply_for", "req_object"]
 
 MATCH_MODES = ("first", "all")
 #: Every field of ``req`` (:func:`req_object`).
 REQ_FIELDS = frozenset({"pool", "ingress_protocol", "message_count", "has_tools", "total_chars", "max_tokens",
-                        "stream", "prompt", "user", "candidates"})
+                        "stream", "prompt", "user", "headers", "candidates"})
 _FIELD = re.compile(r"\breq\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
 _ANY_REQ = re.compile(r"\breq\b")
+_HEADER_INDEX = re.compile(r"\breq\s*\.\s*headers\s*\[\s*(?:'([^'\\]*)'|\"([^\"\\]*)\")\s*\]")
+_HEADER_IN = re.compile(r"(?:'([^'\\]*)'|\"([^\"\\]*)\")\s+in\s+req\s*\.\s*headers\b")
+#: The ``req`` fields copied from the projection's ``request`` as they are.
+_SCALARS = ("pool", "ingress_protocol", "message_count", "has_tools", "total_chars", "max_tokens", "stream")
+#: fields -> the scalar keys among them (a handful of distinct field sets per process).
+_SCALAR_KEYS: dict[frozenset[str], tuple[str, ...]] = {}
 #: Largest rule set also compiled as one combined program.
 COMBINE_MAX = 64
 
@@ -92,6 +102,36 @@ def fields_of(texts: Iterable[str]) -> frozenset[str]:
             return REQ_FIELDS
         out.update(n for n in named if n in REQ_FIELDS)
     return frozenset(out)
+
+
+def header_refs(text: str) -> list[str]:
+    """The header names ``text`` reads as literals (``req.headers['x-tenant']``,
+    ``"x-tenant" in req.headers``), in order; what a configure checks against the allowlist."""
+    out = [a or b for a, b in _HEADER_INDEX.findall(text)]
+    out += [a or b for a, b in _HEADER_IN.findall(text)]
+    return list(dict.fromkeys(out))
+
+
+def check_headers(rules: Sequence[Rule], allowed: Sequence[str], prefix: str, setting: str) -> None:
+    """Refuse (:class:`RulesError`) a rule that reads ``req.headers`` when ``allowed`` (the
+    instance's lower-cased allowlist, found at ``setting``) is empty, or names a header that is not
+    in it (a name with capitals is pointed at its lower-case spelling: names are projected
+    lower-cased)."""
+    for i, r in enumerate(rules):
+        if "headers" not in fields_of([r.when]):
+            continue
+        where = f"{prefix}.rules[{i}].when"
+        if not allowed:
+            raise RulesError(f"{where}: reads req.headers but {setting} lists no header; only the headers listed "
+                             f"there are projected")
+        for name in header_refs(r.when):
+            if name in allowed:
+                continue
+            if name.lower() in allowed:
+                raise RulesError(f"{where}: header names in req.headers are lower-case; write '{name.lower()}', "
+                                 f"not '{name}'")
+            raise RulesError(f"{where}: reads header '{name}', which {setting} does not list ({', '.join(allowed)}); "
+                             f"add it there")
 
 
 def holds(expr: Any, activation: Any) -> bool:
@@ -180,10 +220,13 @@ class RuleSet:
                 self.combined = None
 
     def decide(self, act: Any) -> Outcome:
-        """The outcome for one request's activation (:func:`activation`)."""
+        """The outcome for one request: ``act`` is its activation (:func:`activation`) or its
+        ``req`` mapping (:func:`req_object`; faster when the combined program decides)."""
         fast = self._combined(act)
         if fast is not None:
             return fast
+        if isinstance(act, Mapping):
+            act = activation(act)
         if self.match == "first":
             for i, r in enumerate(self.rules):
                 if holds(r.program, act):
@@ -201,7 +244,7 @@ class RuleSet:
         if prog is None:
             return None
         try:
-            v = prog.eval(act).value()
+            v = (prog.eval(data={"req": act}) if isinstance(act, Mapping) else prog.eval(act)).value()
         except Exception:  # noqa: BLE001 - an error: the per-rule path decides
             return None
         if self.match == "first":
@@ -225,9 +268,10 @@ def req_object(request: Mapping[str, Any], candidates: Sequence[Mapping[str, Any
                fields: frozenset[str] = REQ_FIELDS) -> dict[str, Any]:
     """The ``req`` variable for one ``decide`` message (see the module docstring), with only
     ``fields`` (default: every field)."""
-    req: dict[str, Any] = {k: request[k] for k in ("pool", "ingress_protocol", "message_count", "has_tools",
-                                                    "total_chars", "max_tokens", "stream")
-                           if k in fields and k in request}
+    keys = _SCALAR_KEYS.get(fields)
+    if keys is None:
+        keys = _SCALAR_KEYS[fields] = tuple(k for k in _SCALARS if k in fields)
+    req: dict[str, Any] = {k: request[k] for k in keys if k in request}
     messages = request.get("messages") if "prompt" in fields else None
     if messages is not None:
         parts = [request["system"]] if request.get("system") else []
@@ -236,6 +280,9 @@ def req_object(request: Mapping[str, Any], candidates: Sequence[Mapping[str, Any
     user = request.get("user") if "user" in fields else None
     if user is not None:
         req["user"] = dict(user)
+    headers = request.get("headers") if "headers" in fields else None
+    if headers is not None:
+        req["headers"] = headers              # the activation converts (copies) it
     if "candidates" in fields:
         req["candidates"] = candidates         # the activation converts (copies) it
     return req

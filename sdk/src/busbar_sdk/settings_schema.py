@@ -31,6 +31,12 @@ keyword (value ``true``)    meaning
 ``x-busbar-gateway-model``  on a ``"type": "string"`` schema at any depth: a model the plugin's own
                             requests name; the kernel refuses one that is not a member model of the
                             pool the ``x-busbar-gateway-pool`` setting names.
+``x-busbar-headers``        on a ``"type": "array"`` schema of strings at any depth: the request
+                            headers this instance may read. The kernel projects
+                            ``request.headers`` (``{lower-cased name: value}``) with the union of
+                            every such list, and refuses a credential header
+                            (:data:`CREDENTIAL_HEADERS`) or a name that is not an HTTP token at
+                            boot. :func:`header_names`, :func:`header_faults`.
 ``x-busbar-status-metrics`` at the schema's top level (value ``true``): the kernel exports the
                             counters, gauges and quantiles this plugin reports in its ``status``
                             reply on ``/metrics`` as ``busbar_<name>{hook, <labels>}`` (read at
@@ -50,13 +56,15 @@ See docs/plugin-format.md "Settings schema keywords".
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "GATEWAY_MODEL_KEYWORD", "GATEWAY_POOL_KEYWORD",
-           "NO_RULES", "GatewayRefs", "gateway_refs", "POOL_MEMBER_KEYWORD", "SettingsRules",
-           "STATUS_METRICS_KEYWORD", "WITHIN_TIMEOUT_KEYWORD", "deadline_settings", "exports_status_metrics",
+__all__ = ["CREDENTIAL_HEADERS", "EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "GATEWAY_MODEL_KEYWORD",
+           "GATEWAY_POOL_KEYWORD", "HEADERS_KEYWORD", "NO_RULES", "GatewayRefs", "POOL_MEMBER_KEYWORD",
+           "SettingsRules", "STATUS_METRICS_KEYWORD", "WITHIN_TIMEOUT_KEYWORD", "deadline_settings",
+           "exports_status_metrics", "gateway_refs", "header_faults", "header_names", "is_credential_header",
            "member_names", "settings_rules"]
 
 EGRESS_URL_KEYWORD = "x-busbar-egress-url"
@@ -66,6 +74,14 @@ WITHIN_TIMEOUT_KEYWORD = "x-busbar-within-timeout"
 STATUS_METRICS_KEYWORD = "x-busbar-status-metrics"
 GATEWAY_POOL_KEYWORD = "x-busbar-gateway-pool"
 GATEWAY_MODEL_KEYWORD = "x-busbar-gateway-model"
+HEADERS_KEYWORD = "x-busbar-headers"
+
+#: Request headers that carry a credential (the caller's key, a session, a signature): never
+#: projected to a hook, whatever its settings list; so is every ``x-amz-*`` header (SigV4).
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key",
+                                "cookie", "set-cookie"})
+_CREDENTIAL_PREFIXES = ("x-amz-",)
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
 @dataclass(frozen=True)
@@ -149,9 +165,9 @@ def member_names(schema: str | Mapping[str, Any] | None, settings: Any) -> list[
     if schema is None:
         return []
     node = json.loads(schema) if isinstance(schema, str) else schema
-    out: list[tuple[str, str]] = []
-    _walk_members(node, settings, "", out)
-    return out
+    found: list[tuple[str, Any]] = []
+    _walk_marked(node, settings, "", POOL_MEMBER_KEYWORD, found)
+    return [(path, value) for path, value in found if isinstance(value, str)]
 
 
 @dataclass(frozen=True)
@@ -179,27 +195,10 @@ def gateway_refs(schema: str | Mapping[str, Any] | None, settings: Any) -> Gatew
     key = next((k for k, p in (props or {}).items()
                 if isinstance(p, Mapping) and p.get(GATEWAY_POOL_KEYWORD) is True), None)
     value = settings.get(key) if key is not None and isinstance(settings, Mapping) else None
-    models: list[tuple[str, str]] = []
-    _walk_members(node, settings, "", models, GATEWAY_MODEL_KEYWORD)
-    return GatewayRefs(key, value if isinstance(value, str) else None, tuple(models))
-
-
-def _walk_members(node: Any, value: Any, path: str, out: list[tuple[str, str]],
-                  keyword: str = POOL_MEMBER_KEYWORD) -> None:
-    if not isinstance(node, Mapping):
-        return
-    if node.get(keyword) is True and isinstance(value, str):
-        out.append((path, value))
-        return
-    props = node.get("properties")
-    if isinstance(props, Mapping) and isinstance(value, Mapping):
-        for key, sub in props.items():
-            if key in value:
-                _walk_members(sub, value[key], f"{path}.{key}" if path else key, out, keyword)
-    items = node.get("items")
-    if isinstance(items, Mapping) and isinstance(value, list):
-        for i, item in enumerate(value):
-            _walk_members(items, item, f"{path}[{i}]", out, keyword)
+    found: list[tuple[str, Any]] = []
+    _walk_marked(node, settings, "", GATEWAY_MODEL_KEYWORD, found)
+    models = tuple((path, v) for path, v in found if isinstance(v, str))
+    return GatewayRefs(key, value if isinstance(value, str) else None, models)
 
 
 def deadline_settings(schema: str | Mapping[str, Any] | None, settings: Mapping[str, Any]) -> list[tuple[str, int]]:
@@ -224,3 +223,70 @@ def exports_status_metrics(schema: str | Mapping[str, Any] | None) -> bool:
         return False
     node = json.loads(schema) if isinstance(schema, str) else schema
     return isinstance(node, Mapping) and node.get(STATUS_METRICS_KEYWORD) is True
+
+
+def _walk_marked(node: Any, value: Any, path: str, keyword: str, out: list[tuple[str, Any]]) -> None:
+    """Append ``(key path, value)`` for every value of ``value`` whose schema ``node`` carries
+    ``keyword: true`` (following ``properties`` into objects and ``items`` into arrays)."""
+    if not isinstance(node, Mapping):
+        return
+    if node.get(keyword) is True:
+        out.append((path, value))
+        return
+    props = node.get("properties")
+    if isinstance(props, Mapping) and isinstance(value, Mapping):
+        for key, sub in props.items():
+            if key in value:
+                _walk_marked(sub, value[key], f"{path}.{key}" if path else key, keyword, out)
+    items = node.get("items")
+    if isinstance(items, Mapping) and isinstance(value, list):
+        for i, item in enumerate(value):
+            _walk_marked(items, item, f"{path}[{i}]", keyword, out)
+
+
+def _header_lists(schema: str | Mapping[str, Any] | None, settings: Any) -> list[tuple[str, Any]]:
+    if schema is None:
+        return []
+    node = json.loads(schema) if isinstance(schema, str) else schema
+    out: list[tuple[str, Any]] = []
+    _walk_marked(node, settings, "", HEADERS_KEYWORD, out)
+    return out
+
+
+def is_credential_header(name: str) -> bool:
+    """Is ``name`` (any case) a header that carries a credential (:data:`CREDENTIAL_HEADERS`, ``x-amz-*``)?"""
+    low = name.lower()
+    return low in CREDENTIAL_HEADERS or low.startswith(_CREDENTIAL_PREFIXES)
+
+
+def header_faults(schema: str | Mapping[str, Any] | None, settings: Any) -> list[tuple[str, str]]:
+    """``(key path under settings, text)`` for every entry of an ``x-busbar-headers`` list that
+    cannot be projected: not a list of strings, a name that is not an HTTP header token, or a
+    credential header (:func:`is_credential_header`). Empty when every list is fine."""
+    out: list[tuple[str, str]] = []
+    for path, value in _header_lists(schema, settings):
+        if not isinstance(value, list):
+            out.append((path, f"must be a list of request header names, found {type(value).__name__}"))
+            continue
+        for i, name in enumerate(value):
+            where = f"{path}[{i}]"
+            if not isinstance(name, str) or not _TOKEN.match(name):
+                out.append((where, f"{name!r} is not a request header name (letters, digits and !#$%&'*+.^_`|~-)"))
+            elif is_credential_header(name):
+                out.append((where, f"'{name}' carries a credential; credentials are never projected to a hook "
+                                   f"(authorization, proxy-authorization, x-api-key, x-goog-api-key, api-key, "
+                                   f"cookie, set-cookie, x-amz-*): remove it"))
+    return out
+
+
+def header_names(schema: str | Mapping[str, Any] | None, settings: Any) -> tuple[str, ...]:
+    """The request headers an instance may read: the union of its ``x-busbar-headers`` lists,
+    lower-cased, in first-seen order, credentials and non-names left out (the kernel refuses
+    them at boot: :func:`header_faults`). Empty: the projection carries no ``headers``."""
+    out: dict[str, None] = {}
+    for _, value in _header_lists(schema, settings):
+        if isinstance(value, list):
+            for name in value:
+                if isinstance(name, str) and _TOKEN.match(name) and not is_credential_header(name):
+                    out[name.lower()] = None
+    return tuple(out)

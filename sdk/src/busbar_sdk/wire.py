@@ -86,7 +86,7 @@ MANAGEMENT_KEYS = ("configure", "describe", "status")
 
 #: ``request`` fields in wire order (optional ones absent, never null).
 REQUEST_FIELDS = ("request_id", "pool", "ingress_protocol", "operation", "message_count", "has_tools", "total_chars",
-                  "max_tokens", "stream", "system", "messages", "user")
+                  "max_tokens", "stream", "system", "messages", "user", "headers")
 #: ``candidates[]`` fields in wire order.
 CANDIDATE_FIELDS = ("idx", "model", "provider", "weight", "context_max", "tier", "tags", "cost_per_mtok",
                     "latency_ms", "available_concurrency", "budget_remaining", "rate_headroom")

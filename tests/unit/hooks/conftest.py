@@ -160,12 +160,14 @@ class HookBed:
 
     def __init__(self, config: str, hooks: dict[str, HookFn] | None = None,
                  needs: dict[str, tuple[str, str]] | None = None, kinds: dict[str, str] | None = None,
-                 plugins: bool = True):
+                 plugins: bool = True, schemas: dict[str, str] | None = None):
         self.upstream: list[tuple[str, dict[str, Any]]] = []
         self.slow_s = 0.0
         needs = needs or {}
         kinds = kinds or {}
-        self.plugins = {name: FakePlugin(name, fn, needs.get(name, ("rw", "ro")), kinds.get(name, "hook"))
+        schemas = schemas or {}
+        self.plugins = {name: FakePlugin(name, fn, needs.get(name, ("rw", "ro")), kinds.get(name, "hook"),
+                                         schemas.get(name))
                         for name, fn in (hooks or {}).items()}
         loaded = load_config_text(HEAD + config, {"K": "x"})
         self.gw = Gateway.build(loaded, {"K": "x"}, transport=httpx.MockTransport(self._handle),

@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from busbar.hooks.bodyshape import body_sizes
-from busbar.hooks.projection import ir_sizes
+from busbar.hooks.bodyshape import body_prompt, body_sizes
+from busbar.hooks.projection import ir_sizes, prompt_view
 from busbar.proto.errors import ProtoError
 from busbar.proto.registry import get_dialect
 
@@ -50,18 +50,34 @@ def test_simple_bodies_match_the_ir(body):
     fast = body_sizes(OPENAI, body)
     assert fast is not None
     assert fast == ir_sizes(OPENAI.read_request(body))
+    assert body_prompt(OPENAI, body) == prompt_view(OPENAI.read_request(body))
 
 
 @pytest.mark.parametrize("body", DEFERRED)
 def test_other_bodies_defer_to_the_ir(body):
     assert body_sizes(OPENAI, body) is None
+    assert body_prompt(OPENAI, body) is None
+
+
+def test_the_prompt_view_read_from_the_body_exactly():
+    body = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "developer", "content": ""},
+                         {"role": "developer", "content": "Use SI units."}, {"role": "user", "content": "q1"},
+                         {"role": "assistant", "content": ""}, {"role": "user", "content": "q2"}]}
+    assert body_prompt(OPENAI, body) == ("Be brief.\nUse SI units.", [
+        {"role": "user", "text": "q1"}, {"role": "assistant", "text": ""}, {"role": "user", "text": "q2"}])
+    only_empty_system = {"messages": [{"role": "system", "content": ""}, {"role": "user", "content": "x"}]}
+    assert body_prompt(OPENAI, only_empty_system) == ("", [{"role": "user", "text": "x"}])
+    assert body_prompt(OPENAI, {"messages": [{"role": "user", "content": "x"}]}) == (None, [
+        {"role": "user", "text": "x"}])
 
 
 def test_other_protocols_and_non_objects_defer():
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
     for name in ("anthropic", "responses", "gemini", "cohere", "bedrock"):
         assert body_sizes(get_dialect(name), body) is None
+        assert body_prompt(get_dialect(name), body) is None
     assert body_sizes(OPENAI, [body]) is None
+    assert body_prompt(OPENAI, [body]) is None
 
 
 def test_random_bodies_agree_or_defer():
@@ -89,6 +105,7 @@ def test_random_bodies_agree_or_defer():
             body[k] = v
         fast = body_sizes(OPENAI, body)
         if fast is None:
+            assert body_prompt(OPENAI, body) is None, body        # both read exactly the same bodies
             continue
         answered += 1
         try:
@@ -96,4 +113,5 @@ def test_random_bodies_agree_or_defer():
         except (ProtoError, TypeError, ValueError) as e:      # the fast path must never hide an error
             raise AssertionError(f"fast path answered {fast} for a body the reader refuses: {body}: {e}") from e
         assert fast == ir_sizes(ir), body
+        assert body_prompt(OPENAI, body) == prompt_view(ir), body
     assert answered > 200

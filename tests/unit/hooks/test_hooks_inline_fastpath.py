@@ -90,3 +90,29 @@ async def test_a_mutating_inline_gate_changes_nothing_later_hooks_see(bed_factor
     assert all(m["request"]["total_chars"] == 11 and m["request"]["pool"] == "p" for m in taps)
     cands = bed.gw.hooks.chains["p"].statics
     assert [c["idx"] for c in cands.values()] == [0, 1, 2] and all("tags" not in c for c in cands.values())
+
+
+async def test_the_prompt_view_handed_to_an_inline_gate_is_rebuilt_for_its_fallback(bed_factory):
+    """The solo gate gets the cached prompt view itself (no copy); when it fails after mutating it,
+    its ``on_error`` fallback is sent a freshly built view, never the mutated one."""
+    def vandal(payload, settings):
+        payload["request"]["messages"][0]["text"] = "clean"
+        payload["request"]["messages"].append({"role": "user", "text": "injected"})
+        raise RuntimeError("boom")
+    cfg = """
+pools:
+  p:
+    hooks:
+      - { module: g, timeout_ms: 50, prompt: ro, on_error: { hook: backup } }
+      - { module: backup, kind: gate, timeout_ms: 500, prompt: ro, on_error: nothing, shadow: false }
+    members: [ { model: big }, { model: mid }, { model: small } ]
+"""
+    bed = bed_factory(cfg, {"g": vandal, "backup": lambda p, s: {"order": [2]}})
+    chain = bed.gw.hooks.chains["p"]
+    chain.solo = chain.gates[0]                  # the fallback is a decide gate too: pin the solo path
+    _inline(bed)
+    r = await bed.send("p", "my secret")
+    assert r.headers["x-busbar-route-target"] == "small"
+    (seen,) = bed.seen("backup")
+    assert seen["request"]["messages"] == [{"role": "user", "text": "my secret"}]
+    assert bed.seen("g")[0]["request"]["messages"] == [{"role": "user", "text": "my secret"}]

@@ -140,3 +140,25 @@ async def test_status_through_the_facade(bed_factory):
     assert r.metrics == (good(1),) and r.dropped == 1 and r.drift == "in_sync" and r.settings == {"threshold": 3}
     bed.plugins["g"].mgmt = lambda p, s: {}
     assert facade.status() is None
+
+
+async def test_an_acked_configure_moves_the_header_allowlist_and_credentials_are_refused_first(bed_factory):
+    from tests.unit.hooks.test_hooks_projection import HEADER_SCHEMA
+
+    cfg = CFG.replace("settings: { threshold: 3 }", "settings: { headers: [x-tenant] }")
+    bed = bed_factory(cfg, {"g": lambda p, s: {}}, schemas={"g": HEADER_SCHEMA})
+    facade = bed.gw.hooks.facades[0]
+    assert wait_for(lambda: facade.acked_version == 1)
+    assert facade.headers == ("x-tenant",)
+    assert facade.settings_faults({"headers": ["x-tier", "Cookie"]}) == [
+        "settings.headers[1]: 'Cookie' carries a credential; credentials are never projected to a hook "
+        "(authorization, proxy-authorization, x-api-key, x-goog-api-key, api-key, cookie, set-cookie, x-amz-*): "
+        "remove it"]
+    bed.plugins["g"].mgmt = lambda p, s: {}                       # no ack: the allowlist stays
+    assert facade.configure({"headers": ["x-tier"]}, 2) is False
+    assert facade.headers == ("x-tenant",)
+    bed.plugins["g"].mgmt = None                                  # the polite ack
+    assert facade.configure({"headers": ["X-Tier"]}, 3) is True
+    assert facade.headers == ("x-tier",)
+    await bed.send("p", "hi", headers={"x-tenant": "acme", "x-tier": "gold"})
+    assert bed.seen("g")[-1]["request"]["headers"] == {"x-tier": "gold"}

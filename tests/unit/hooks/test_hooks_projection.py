@@ -171,3 +171,49 @@ async def test_identity_projection_reads_the_key_record_never_the_credential(bed
     req = bed.seen("g")[0]["request"]
     assert req["user"] == {"key_id": "vk_01", "key_name": "team-a", "user": "u-1"}
     assert "sk-credential" not in json.dumps(bed.seen("g"))
+
+
+HEADER_SCHEMA = json.dumps({"type": "object", "properties": {
+    "headers": {"type": "array", "items": {"type": "string"}, "x-busbar-headers": True},
+    "fallback": {"type": "array", "items": {"type": "object", "properties": {
+        "headers": {"type": "array", "items": {"type": "string"}, "x-busbar-headers": True}}}}}})
+
+
+async def test_headers_project_exactly_the_allowlisted_ones_lower_cased(bed_factory):
+    cfg = POOL.replace("{ module: g, timeout_ms: 1000 }",
+                       "{ module: g, timeout_ms: 1000, settings: { headers: [X-Tenant, x-region, x-absent], "
+                       "fallback: [ { headers: [x-tier] } ] } }")
+    bed = bed_factory(cfg, {"g": abstain}, schemas={"g": HEADER_SCHEMA})
+    assert bed.gw.hooks.facade("g").headers == ("x-tenant", "x-region", "x-absent", "x-tier")
+    await bed.send("smart", "hi", headers={"x-tenant": "acme", "x-region": "eu-west", "x-tier": "gold",
+                                           "authorization": "Bearer sk-live-secret", "x-other": "no"})
+    (msg,) = bed.seen("g")
+    assert msg["request"]["headers"] == {"x-tenant": "acme", "x-region": "eu-west", "x-tier": "gold"}
+    assert list(msg["request"])[-1] == "headers"                   # wire order: appended last
+    await bed.send("smart", "hi")
+    assert bed.seen("g")[1]["request"]["headers"] == {}            # listed, none sent: an empty map
+
+
+async def test_no_allowlist_no_headers_field(bed_factory):
+    cfg = POOL.replace("{ module: g, timeout_ms: 1000 }", "{ module: g, timeout_ms: 1000, settings: { headers: [] } }")
+    bed = bed_factory(cfg, {"g": abstain}, schemas={"g": HEADER_SCHEMA})
+    await bed.send("smart", "hi", headers={"x-tenant": "acme"})
+    assert "headers" not in bed.seen("g")[0]["request"]
+
+
+async def test_a_credential_in_the_allowlist_refuses_the_boot(bed_factory):
+    from busbar.hooks.engine import HookBootError
+
+    cfg = POOL.replace("{ module: g, timeout_ms: 1000 }",
+                       "{ module: g, timeout_ms: 1000, settings: { headers: [x-tenant, Authorization, 'bad name'], "
+                       "fallback: [ { headers: [Cookie, X-Amz-Security-Token] } ] } }")
+    with pytest.raises(HookBootError) as e:
+        bed_factory(cfg, {"g": abstain}, schemas={"g": HEADER_SCHEMA})
+    cred = ("carries a credential; credentials are never projected to a hook (authorization, proxy-authorization, "
+            "x-api-key, x-goog-api-key, api-key, cookie, set-cookie, x-amz-*): remove it")
+    assert e.value.faults == [
+        f"config.yaml: pools.smart.hooks[0].settings.headers[1]: 'Authorization' {cred}",
+        "config.yaml: pools.smart.hooks[0].settings.headers[2]: 'bad name' is not a request header name (letters, "
+        "digits and !#$%&'*+.^_`|~-)",
+        f"config.yaml: pools.smart.hooks[0].settings.fallback[0].headers[0]: 'Cookie' {cred}",
+        f"config.yaml: pools.smart.hooks[0].settings.fallback[0].headers[1]: 'X-Amz-Security-Token' {cred}"]

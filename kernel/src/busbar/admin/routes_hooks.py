@@ -118,6 +118,9 @@ async def patch_hook_settings(request: Request, name: str, body: SettingsPatch) 
     ctx = admin_of(request)
     f = _facade(request, name)
     new = merge_patch(f.settings, body.settings)
+    faults = f.settings_faults(new)
+    if faults:
+        raise AdminError("invalid_request", f"hook '{name}': {'; '.join(faults)}")
     version = f.settings_version + 1
     acked = await asyncio.to_thread(f.configure, new, version)
     principal = principal_of(request).name

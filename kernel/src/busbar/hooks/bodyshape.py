@@ -18,6 +18,10 @@ The numbers are those of ``busbar.proto.openai.request.read_request`` + ``ir_siz
 prompt), ``total_chars`` is the length of every content string, ``has_tools`` is false, and
 ``max_tokens`` is ``max_completion_tokens``, else ``max_tokens``.
 
+``body_prompt(ingress, body)`` is the same for the ``prompt: ro|rw`` text (system text joined by
+newlines, one ``{role, text}`` per user/assistant message), equal to ``projection.prompt_view`` of
+the IR for every body it reads.
+
 Source: docs/hooks.md#what-a-hook-receives.
 """
 from __future__ import annotations
@@ -25,15 +29,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from busbar.hooks.projection import Sizes
+from busbar.hooks.projection import Prompt, Sizes
 
-__all__ = ["body_sizes"]
+__all__ = ["body_prompt", "body_sizes"]
 
 #: role -> counted as a message (user, assistant) or as system text (system, developer)
 _OPENAI_ROLES = {"user": True, "assistant": True, "system": False, "developer": False}
 
 
-def _openai(body: dict[str, Any]) -> Sizes | None:
+def _openai_messages(body: dict[str, Any]) -> list[dict[str, str]] | None:
+    """``body["messages"]`` when the body is the everyday shape this module covers, else ``None``."""
     msgs = body.get("messages")
     if type(msgs) is not list:
         return None
@@ -42,28 +47,54 @@ def _openai(body: dict[str, Any]) -> Sizes | None:
     stop = body.get("stop")
     if stop and type(stop) is not str and type(stop) is not list:
         return None
-    count = total = 0
     roles = _OPENAI_ROLES
     for m in msgs:
         if type(m) is not dict:
             return None
         role = m.get("role")
-        content = m.get("content")
-        if type(role) is not str or type(content) is not str:
+        if type(role) is not str or type(m.get("content")) is not str:
             return None
         counted = roles.get(role)
         if counted is None:
             return None
-        if counted:
-            if m.get("tool_calls") or m.get("reasoning_content"):
-                return None
+        if counted and (m.get("tool_calls") or m.get("reasoning_content")):
+            return None
+    return msgs
+
+
+def _openai(body: dict[str, Any]) -> Sizes | None:
+    msgs = _openai_messages(body)
+    if msgs is None:
+        return None
+    count = total = 0
+    roles = _OPENAI_ROLES
+    for m in msgs:
+        if roles[m["role"]]:
             count += 1
-        total += len(content)
+        total += len(m["content"])
     mct = body.get("max_completion_tokens")
     return count, False, total, mct if mct is not None else body.get("max_tokens")
 
 
+def _openai_prompt(body: dict[str, Any]) -> Prompt | None:
+    msgs = _openai_messages(body)
+    if msgs is None:
+        return None
+    system: list[str] | None = None
+    out: list[dict[str, str]] = []
+    roles = _OPENAI_ROLES
+    for m in msgs:
+        if roles[m["role"]]:
+            out.append({"role": m["role"], "text": m["content"]})
+        elif system is None:
+            system = [m["content"]]
+        else:
+            system.append(m["content"])
+    return (None if system is None else "\n".join(t for t in system if t)), out
+
+
 _READERS: dict[str, Callable[[dict[str, Any]], Sizes | None]] = {"openai": _openai}
+_PROMPT_READERS: dict[str, Callable[[dict[str, Any]], Prompt | None]] = {"openai": _openai_prompt}
 
 
 def body_sizes(ingress: Any, body: Any) -> Sizes | None:
@@ -71,6 +102,16 @@ def body_sizes(ingress: Any, body: Any) -> Sizes | None:
     JSON) for the ``ingress`` dialect, or ``None`` when this body needs the IR (see the module
     docstring). Never raises."""
     reader = _READERS.get(str(getattr(ingress, "name", "")))
+    if reader is None or type(body) is not dict:
+        return None
+    return reader(body)
+
+
+def body_prompt(ingress: Any, body: Any) -> Prompt | None:
+    """The ``prompt: ro|rw`` view (:data:`busbar.hooks.projection.Prompt`: the flattened system
+    text or ``None``, and ``[{"role", "text"}]``) read from ``body`` for the bodies
+    :func:`body_sizes` reads, equal to ``prompt_view`` of their IR; ``None`` otherwise. Never raises."""
+    reader = _PROMPT_READERS.get(str(getattr(ingress, "name", "")))
     if reader is None or type(body) is not dict:
         return None
     return reader(body)

@@ -167,7 +167,8 @@ class PoolChain:
                     and (facade.inline or facade.on_loop)):  # one gate: here
                 known = (self.all_known if len(cands) == len(self.all_idx)
                          else frozenset([c["idx"] for c in cands]))
-                msg = run.message("decide", run.pool, cands, prompt=facade.prompt, user=facade.user, owned=True)
+                msg = run.message("decide", run.pool, cands, prompt=facade.prompt, user=facade.user, owned=True,
+                                  headers=facade.headers)
                 t0 = time.perf_counter()
                 res = fire_inline(solo, msg, known) if facade.inline else await fire_awaited(solo, msg, known)
                 gw.metrics.hook_decision(self.name, solo.name, res.failure or "ok", res.seconds)
@@ -281,9 +282,9 @@ class PoolChain:
     def _submit(self, g: GateSpec, run: HookRun, cands: list[dict[str, Any]],
                 known: frozenset[int]) -> Callable[[], Job | None]:
         if g.transform:
-            msg = run.message("transform", run.pool, cands, prompt=g.prompt, user="no")
+            msg = run.message("transform", run.pool, cands, prompt=g.prompt, user="no", headers=g.facade.headers)
             return lambda: g.facade.transform(msg, self.max_rewrite_bytes)
-        msg = run.message("decide", run.pool, cands, prompt=g.prompt, user=g.user)
+        msg = run.message("decide", run.pool, cands, prompt=g.prompt, user=g.user, headers=g.facade.headers)
         known_idx = known or frozenset(c["idx"] for c in cands)
         return lambda: g.facade.decide(msg, known_idx)
 

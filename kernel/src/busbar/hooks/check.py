@@ -12,6 +12,8 @@ path (rows of docs/configuration.md#startup-checks that need the loader):
   ``x-busbar-egress-url`` property refused by the one SSRF guard: loopback allowed, RFC-1918 / CGNAT /
   link-local / metadata refused, a remote URL must be ``https://``; the instance's
   ``x-busbar-egress-allow`` list its only exception), for any plugin (``busbar.security.egress``);
+  an ``x-busbar-headers`` list naming a credential header or a non-name
+  (``busbar_sdk.settings_schema.header_faults``);
 - ``.on_error``: not a terminal, a strategy or ``{ hook: <name> }``; and every ``{ hook: <name> }``
   chain proven terminating (an unknown name, a tap, or a cycle is a fault, the path printed).
 
@@ -30,8 +32,8 @@ from busbar.hooks.strategies import STRATEGIES
 
 TERMINALS = ("nothing", "weighted", "first", "reject")
 
-__all__ = ["TERMINALS", "check", "iter_refs", "kind_of", "deadline_faults", "gateway_faults", "member_faults",
-           "resolve_fallback"]
+__all__ = ["TERMINALS", "check", "iter_refs", "kind_of", "deadline_faults", "gateway_faults", "headers_faults",
+           "member_faults", "resolve_fallback"]
 
 
 def kind_of(ref: Any, *, in_global: bool) -> str:
@@ -119,7 +121,8 @@ def _check_ref(cfg: Any, plugins: Any, path: str, ref: Any, in_global: bool, err
 
 
 def _check_schema_refs(cfg: Any, path: str, ref: Any, plugin: Any, err: Any, *, in_global: bool) -> None:
-    """Pool-member names (pool refs only) and deadlines the plugin's settings schema marks."""
+    """Pool-member names (pool refs only), deadlines and header allowlists the plugin's settings
+    schema marks."""
     schema = getattr(getattr(plugin, "manifest", None), "settings_schema", None)
     if not in_global:
         for where, text in member_faults(schema, ref.settings, cfg, path):
@@ -127,6 +130,8 @@ def _check_schema_refs(cfg: Any, path: str, ref: Any, plugin: Any, err: Any, *, 
     for where, text in deadline_faults(schema, ref.settings, ref.timeout_ms, path):
         err(where, text)
     for where, text in gateway_faults(schema, ref.settings, cfg, path, in_global=in_global):
+        err(where, text)
+    for where, text in headers_faults(schema, ref.settings, path):
         err(where, text)
 
 
@@ -157,6 +162,16 @@ def gateway_faults(schema: Any, settings: Any, cfg: Any, path: str, *, in_global
     return [(f"{path}.settings.{at}", f"'{name}' is not a member model of pool '{refs.pool}' (models: "
                                       f"{', '.join(models)}); name one of them")
             for at, name in refs.models if name not in models]
+
+
+def headers_faults(schema: Any, settings: Any, path: str) -> list[tuple[str, str]]:
+    """``(key path, text)`` for every ``x-busbar-headers`` entry of the ref at ``path`` that cannot be
+    projected: a credential header or a non-name (``busbar_sdk.settings_schema.header_faults``)."""
+    from busbar_sdk.settings_schema import header_faults
+
+    if not isinstance(schema, (str, dict)):
+        return []
+    return [(f"{path}.settings.{where}", text) for where, text in header_faults(schema, settings)]
 
 
 def deadline_faults(schema: Any, settings: Any, timeout_ms: int, path: str) -> list[tuple[str, str]]:

@@ -139,9 +139,10 @@ class _Builder:
                             plugin.manifest.needs.prompt, plugin.manifest.needs.user, ref.prompt, ref.user,
                             grant.prompt, grant.user)
             instance = plugin.open(ref.settings, prompt=ref.prompt, user=ref.user)
+            schema = getattr(plugin.manifest, "settings_schema", None)
             f = HookFacade(ref.module, instance, prompt=instance.grant.prompt, user=instance.grant.user,
-                           settings=ref.settings)
-            f.exports_status = exports_status_metrics(getattr(plugin.manifest, "settings_schema", None))
+                           settings=ref.settings, schema=schema if isinstance(schema, (str, dict)) else None)
+            f.exports_status = exports_status_metrics(schema)
             self.facades[key] = f
         return f
 

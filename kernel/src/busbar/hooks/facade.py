@@ -32,6 +32,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from busbar_sdk.settings_schema import header_faults, header_names
 from busbar_sdk.wire import INLINE_CAPABILITY
 
 from busbar import __version__ as BUSBAR_VERSION
@@ -79,14 +80,21 @@ class HookFacade:
         name: the instance name (the ref's ``module``), used in headers, metrics and logs.
         prompt, user: the effective grant (manifest ``needs`` ∩ the operator's ref).
         settings: the settings it was opened with; ``settings_version`` the desired version.
+        schema: the plugin's manifest settings schema (``None`` without one).
+        headers: the request headers it is projected (lower-cased names; ``()``: no ``headers``
+            field), the union of its settings' ``x-busbar-headers`` lists; follows acked
+            ``configure`` pushes.
     """
 
     def __init__(self, name: str, instance: Any, *, prompt: str, user: str, settings: dict[str, Any],
-                 max_workers: int = 8, max_pending: int = 64, tap_capacity: int = 1024):
+                 max_workers: int = 8, max_pending: int = 64, tap_capacity: int = 1024,
+                 schema: str | dict[str, Any] | None = None):
         self.name = name
         self.instance = instance
         self.prompt = prompt
         self.user = user
+        self.schema = schema
+        self.headers: tuple[str, ...] = header_names(schema, settings)
         self.settings = dict(settings)
         self.settings_version = 1
         self.acked_version: int | None = None
@@ -265,7 +273,13 @@ class HookFacade:
                         self.name, version, mgmt.brief(reply))
             return False
         self.settings, self.settings_version, self.acked_version = new, version, version
+        self.headers = header_names(self.schema, new)
         return True
+
+    def settings_faults(self, settings: dict[str, Any]) -> list[str]:
+        """What the kernel refuses in ``settings`` before pushing them (one line each, naming the
+        key under ``settings.``): header allowlist entries that cannot be projected."""
+        return [f"settings.{where}: {text}" for where, text in header_faults(self.schema, settings)]
 
     def describe(self, *, timeout_s: float = MGMT_TIMEOUT_S) -> dict[str, Any] | None:
         """The hook's settings JSON Schema, or ``None`` (unsupported, failed, or malformed)."""

@@ -44,7 +44,7 @@ from busbar.ir.model import IrRequest, TextBlock, ThinkingBlock, ToolResultBlock
 
 __all__ = ["REDACTED_REASONING", "UNBOUNDED_PERMITS", "available_permits", "candidate_static", "candidate_views",
            "copy_candidates", "cost_per_mtok", "ir_sizes", "prompt_view", "request_view", "shape_view", "stage_view",
-           "user_view", "Sizes"]
+           "user_view", "Prompt", "Sizes"]
 
 
 def available_permits(lane: Any) -> int:
@@ -147,7 +147,11 @@ def _size(block: Any) -> int:
     return 0
 
 
-def prompt_view(ir: IrRequest) -> tuple[str | None, list[dict[str, str]]]:
+#: The ``prompt: ro|rw`` view: ``(system, messages)``, ``system`` ``None`` when the request has none.
+Prompt = tuple[str | None, list[dict[str, str]]]
+
+
+def prompt_view(ir: IrRequest) -> Prompt:
     """``(system, messages)`` of the ``prompt: ro|rw`` grant; ``system`` is ``None`` when absent."""
     system = None
     if ir.system:
@@ -207,8 +211,10 @@ def candidate_views(members: Iterable[Any], costs: Mapping[int, float | None],
             them at boot (a pool's chain); members missing from it are built here.
     """
     out = []
+    empty: dict[int, dict[str, Any]] = {}
+    get = (statics if statics is not None else empty).get
     for m in members:
-        base = statics.get(m.index) if statics is not None else None
+        base = get(m.index)
         if base is None:
             base = candidate_static(m, costs.get(m.index))
         c = dict(base)
@@ -219,7 +225,8 @@ def candidate_views(members: Iterable[Any], costs: Mapping[int, float | None],
         latency = lane.latency_ms
         if latency is not None:
             c["latency_ms"] = round(latency, 3)
-        c["available_concurrency"] = available_permits(lane)
+        cap = lane.max_concurrent           # available_permits(lane), inlined: once per member per request
+        c["available_concurrency"] = UNBOUNDED_PERMITS - lane.inflight if cap is None else max(0, cap - lane.inflight)
         out.append(c)
     return out
 

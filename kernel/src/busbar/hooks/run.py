@@ -6,8 +6,8 @@ the end of a stream see the same run. Nothing here exists for a pool without hoo
 
 - :meth:`message` builds one per-gate message (``op``, ``request``, ``candidates``, ``context``)
   holding exactly what the gate's grant allows: prompt text only under ``prompt: ro|rw``, identity
-  only under ``user: ro`` and only on ``decide`` (taps and transforms never carry identity), and a
-  fresh copy per gate.
+  only under ``user: ro`` and only on ``decide`` (taps and transforms never carry identity), the
+  request headers the hook's settings allowlist (``request.headers``), and a fresh copy per gate.
 - :meth:`rewritten` drops the cached projections after a rewrite (every later gate, tap and
   upstream sees the rewritten body).
 - Tap stages: :meth:`tap` (request, route), :meth:`attempt`, :meth:`finish` /
@@ -23,8 +23,16 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from busbar.hooks.bodyshape import body_sizes
-from busbar.hooks.projection import copy_candidates, ir_sizes, prompt_view, shape_view, stage_view, user_view
+from busbar.hooks.bodyshape import body_prompt, body_sizes
+from busbar.hooks.projection import (
+    Prompt,
+    copy_candidates,
+    ir_sizes,
+    prompt_view,
+    shape_view,
+    stage_view,
+    user_view,
+)
 
 if TYPE_CHECKING:
     from busbar.hooks.specs import TapSpec
@@ -49,7 +57,7 @@ class HookRun:
         self.call = call
         self.request_id = f"{_PREFIX}-{next(_SEQ)}"
         self._shape: dict[str, dict[str, Any]] = {}
-        self._prompt: tuple[str | None, list[dict[str, str]]] | None = None
+        self._prompt: Prompt | None = None
         self._user: dict[str, str] | None = None
         self.transformed = False
         self.taps: Sequence[TapSpec] = ()
@@ -84,27 +92,46 @@ class HookRun:
         self._prompt = None
 
     def message(self, op: str, pool: str, candidates: list[dict[str, Any]], *, prompt: str, user: str,
-                stage: dict[str, Any] | None = None, owned: bool = False) -> dict[str, Any]:
+                stage: dict[str, Any] | None = None, owned: bool = False,
+                headers: tuple[str, ...] = ()) -> dict[str, Any]:
         """One message for one hook, per its effective grant, every part of it new (a plugin that
-        mutates its payload changes nothing another hook sees). ``owned``: ``candidates`` was built
-        for this message alone and is handed over as is instead of copied."""
+        mutates its payload changes nothing another hook sees). ``owned``: the message goes to one
+        hook alone: ``candidates`` (built for it) and the cached prompt view are handed over as they
+        are instead of copied (a later message rebuilds the prompt view). ``headers``: the hook's
+        header allowlist (lower-cased names; ``request.headers`` is set when it is not empty)."""
         req = dict(self.shape(pool))            # the cached shape is shared by later messages
         if prompt != "no":
-            if self._prompt is None:
-                self._prompt = prompt_view(self.call.ir)
-            system, messages = self._prompt
+            view = self._prompt
+            if view is None:
+                view = self._prompt_view()
+            system, messages = view
             if system is not None:
                 req["system"] = system
-            req["messages"] = [dict(m) for m in messages]
+            if owned:
+                self._prompt = None
+                req["messages"] = messages
+            else:
+                self._prompt = view
+                req["messages"] = [dict(m) for m in messages]
         if user != "no" and op == "decide":
             if self._user is None:
                 self._user = user_view(getattr(self.call, "identity", None), self.call.ir.user)
             req["user"] = dict(self._user)
+        if headers:
+            sent = self.call.headers
+            req["headers"] = {n: sent[n] for n in headers if n in sent}
         msg: dict[str, Any] = {"op": op, "request": req,
                                "candidates": candidates if owned else copy_candidates(candidates), "context": {}}
         if stage is not None:
             msg["stage"] = dict(stage)
         return msg
+
+    def _prompt_view(self) -> Prompt:
+        """The prompt view of the request: from the client's body when ``busbar.hooks.bodyshape``
+        reads its shape (no IR built), else from the IR; a rewritten request always uses the IR."""
+        call = self.call
+        view = None if call.rewritten or call.op is not None else body_prompt(call.ingress, call.body)
+        return view if view is not None else prompt_view(call.ir)
 
     # ------------------------------------------------------------------ taps
 
@@ -119,7 +146,8 @@ class HookRun:
                 continue
             try:
                 prompt = t.prompt if at == "request" else "no"
-                t.facade.notify(self.message("notify", self.pool, [], prompt=prompt, user="no", stage=stage))
+                t.facade.notify(self.message("notify", self.pool, [], prompt=prompt, user="no", stage=stage,
+                                             headers=t.facade.headers))
             except Exception:  # a projection fault must never fail the request it observes
                 log.exception("tap '%s': could not build the %s observation", t.name, at)
 

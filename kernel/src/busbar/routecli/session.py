@@ -129,7 +129,8 @@ class Session:
             raise SessionError([f"--protocol: '{protocol}' is not a protocol ({', '.join(sorted(DIALECTS))})"])
         try:
             normal = dialect.normalize_request(body)
-            call = Call(dialect, normal, orjson.dumps(normal), normal.get("stream") is True, headers or {}, pool)
+            call = Call(dialect, normal, orjson.dumps(normal), normal.get("stream") is True,
+                        {k.lower(): v for k, v in (headers or {}).items()}, pool)
             call.ir  # noqa: B018 - parse now: an unreadable body is the caller's error, as on the data plane
         except ProtoError as e:
             raise SessionError([f"--data: {e.message}"]) from None

@@ -7,17 +7,22 @@ docs/router.md#busbar-rules-hook. Settings::
     rules:
       - { when: 'req.has_tools', to: [agent] }                    # a member's model name or a tag
       - { when: 'req.total_chars > 20000', to: [claude-long] }
+      - { when: "req.headers['x-tenant'] == 'acme'", to: [acme] }  # needs headers: [x-tenant]
+    headers: [x-tenant]     # request headers projected as req.headers (never credentials)
     default: [general]      # when no rule holds; absent: abstain (the pool's SWRR)
 
 Every ``when`` is compiled when the instance opens and on every ``configure`` (a bad expression
 refuses the boot, or the configure, with ``settings.rules[<i>].when: CEL: <CEL's message>``). Every
 ``to``/``default`` name is checked at boot against the members of the pool the ref sits on (the
-settings schema marks them ``x-busbar-pool-member``). The CEL evaluation, the ``req`` object and
+settings schema marks them ``x-busbar-pool-member``). ``headers`` is the instance's header
+allowlist (the schema marks it ``x-busbar-headers``: the kernel projects exactly those headers,
+lower-cased, and refuses credentials); a rule that reads ``req.headers`` without it, or reads a
+header literal it does not list, is refused the same way. The CEL evaluation, the ``req`` object and
 the reply arms are :mod:`busbar_sdk.rules`, shared with busbar-ai-router-hook's fallback chain.
 
-The plugin is CPU-only and bounded (``busbar_inline``): it runs on the request path's own thread.
-``status`` reports ``rules_decisions_total{rule}`` (the index that served, ``default`` or
-``none``).
+The plugin is a :class:`busbar_sdk.DictHookPlugin` (the wire dicts as they are: no model is parsed)
+declared ``inline`` (CPU-only and bounded: it runs on the request path's own thread). ``status``
+reports ``rules_decisions_total{rule}`` (the index that served, ``default`` or ``none``).
 
 Source: docs/router.md#busbar-rules-hook, docs/hooks.md#what-a-gate-may-answer.
 """
@@ -27,57 +32,81 @@ import json
 import threading
 from collections import Counter
 from importlib import resources
-from typing import Any
+from typing import Any, ClassVar
 
-import pluggy
-from busbar_sdk.rules import RulesError, RuleSet, activation, reply_for, req_object
+from busbar_sdk import DictHookPlugin, export_plugin
+from busbar_sdk.rules import RulesError, RuleSet, check_headers, reply_for, req_object
+from busbar_sdk.settings_schema import header_faults, header_names
 
-__all__ = ["SETTINGS_SCHEMA", "RulesHook", "busbar_abi", "busbar_call", "busbar_open", "busbar_plugin_kind"]
+__all__ = ["SETTINGS_SCHEMA", "Compiled", "RulesHook", "parse", "plugin"]
 __version__ = "1.5.0"
-
-hookimpl = pluggy.HookimplMarker("busbar")
 
 SETTINGS_SCHEMA: dict[str, Any] = json.loads(
     resources.files("busbar_rules_hook").joinpath("settings_schema.json").read_text("utf-8"))
 
 
-def parse(settings: Any) -> RuleSet:
-    """Compile a settings map; raises ``ValueError`` naming the setting (``settings.rules[1].when: CEL: ...``)."""
+class Compiled:
+    """One settings map, compiled: ``rules`` (the :class:`RuleSet`), ``headers`` (the lower-cased
+    allowlist), ``mode`` (the reply arm: ``order`` for ``match: first``, ``restrict`` for ``all``)."""
+
+    __slots__ = ("headers", "mode", "rules")
+
+    def __init__(self, rules: RuleSet, headers: tuple[str, ...]):
+        self.rules = rules
+        self.headers = headers
+        self.mode = "order" if rules.match == "first" else "restrict"
+
+
+def parse(settings: Any) -> Compiled:
+    """Compile a settings map; raises :class:`RulesError` (a ``ValueError``) naming the setting
+    (``settings.rules[1].when: CEL: ...``, ``settings.headers[0]: ...``)."""
     if not isinstance(settings, dict):
         raise RulesError(f"settings: must be a map, found {type(settings).__name__}")
-    return RuleSet(settings, "settings")
+    faults = header_faults(SETTINGS_SCHEMA, settings)
+    if faults:
+        where, text = faults[0]
+        raise RulesError(f"settings.{where}: {text}")
+    headers = header_names(SETTINGS_SCHEMA, settings)
+    rules = RuleSet({k: v for k, v in settings.items() if k != "headers"}, "settings")
+    check_headers(rules.rules, headers, "settings", "settings.headers")
+    return Compiled(rules, headers)
 
 
-class RulesHook:
-    """One configured instance: the compiled rule set and its decision counters."""
+class RulesHook(DictHookPlugin):
+    """One configured instance: the compiled settings and its decision counters."""
+
+    inline: ClassVar[bool] = True
+    settings_schema: ClassVar[dict[str, Any] | None] = SETTINGS_SCHEMA
 
     def __init__(self, settings: dict[str, Any]):
         try:
-            self.rules = parse(settings)
+            self.c = parse(settings)
         except RulesError as e:
             raise ValueError(f"busbar-rules-hook: {e}") from None
-        self.settings = dict(settings)
+        super().__init__(settings)
         self.settings_version = 0
         self.lock = threading.Lock()
         self.served: Counter[str] = Counter()
 
     def decide(self, payload: dict[str, Any]) -> dict[str, Any]:
         """One ``decide``: the reply arm (``{}`` when nothing holds and there is no default)."""
+        c = self.c
+        rules = c.rules
         cands = payload.get("candidates") or []
-        rules = self.rules
-        out = rules.decide(activation(req_object(payload.get("request") or {}, cands, rules.fields)))
+        out = rules.decide(req_object(payload.get("request") or {}, cands, rules.fields))
         key = str(out.rules[0]) if out.rules else ("default" if out.default else "none")
         with self.lock:
             self.served[key] += 1
-        return reply_for(out.names, "order" if rules.match == "first" else "restrict", cands)
+        return reply_for(out.names, c.mode, cands)
 
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
         version = body.get("settings_version")
+        settings = body.get("settings", {})
         try:
-            new = parse(body.get("settings", {}))
+            new = parse(settings)
         except RulesError as e:
             return {"error": f"busbar-rules-hook: {e}"}
-        self.rules, self.settings, self.settings_version = new, dict(body.get("settings", {})), int(version or 0)
+        self.c, self.settings, self.settings_version = new, dict(settings), int(version or 0)
         return {"ack": {"settings_version": version}}
 
     def status(self) -> dict[str, Any]:
@@ -89,35 +118,5 @@ class RulesHook:
                            "metrics": metrics}}
 
 
-@hookimpl
-def busbar_abi() -> int:
-    return 1
-
-
-@hookimpl
-def busbar_plugin_kind() -> str:
-    return "hook"
-
-
-@hookimpl
-def busbar_open(settings: dict[str, Any]) -> RulesHook:
-    return RulesHook(settings)
-
-
-@hookimpl
-def busbar_call(handle: RulesHook, payload: dict[str, Any]) -> dict[str, Any]:
-    op = payload.get("op")
-    if op == "decide":
-        return handle.decide(payload)
-    if op is not None:
-        return {}                            # notify / transform: nothing to say
-    if "configure" in payload:
-        return handle.configure(payload["configure"])
-    if "describe" in payload:
-        return {"schema": SETTINGS_SCHEMA}
-    if "status" in payload:
-        return handle.status()
-    return {}
-
-
-busbar_call.busbar_inline = True             # type: ignore[attr-defined]  # CPU-only and bounded
+#: The ``busbar.plugins`` entry point (``busbar_rules_hook:plugin``).
+plugin = export_plugin(RulesHook)
