@@ -34,6 +34,9 @@ pools:
         timeout_ms: 50
         settings: { match: all, rules: [ { when: 'req.total_chars > 5', to: [oa-b] } ] }
     members: [ { model: oa-a }, { model: oa-b, tags: [agent] }, { model: an-a } ]
+  tenants:
+    hooks: [ { module: busbar-rules, timeout_ms: 50, settings: { headers: [x-tenant], rules: [ { when: "req.headers['x-tenant'] == 'acme'", to: [an-a] } ], default: [oa-b] } } ]
+    members: [ { model: oa-a }, { model: oa-b }, { model: an-a } ]
   guarded:
     hooks: [ { module: busbar-rules, timeout_ms: 50, settings: { match: all, rules: [ { when: 'req.stream', to: [none-here] } ] } } ]
     members: [ { model: oa-a, tags: [none-here] }, { model: oa-b } ]
@@ -108,15 +111,39 @@ def test_dry_run_shows_a_restriction_that_empties_as_a_reject(cfg) -> None:
 
 
 @pytest.mark.parametrize(("args", "err"), [
-    (("--pool", "nope", "--data", '"x"'), "--pool: 'nope' is not a configured pool (pools: smart, guarded)"),
+    (("--pool", "nope", "--data", '"x"'), "--pool: 'nope' is not a configured pool (pools: smart, tenants, guarded)"),
     (("--pool", "smart", "--protocol", "grpc", "--data", '"x"'),
      "--protocol: 'grpc' is not a protocol (anthropic, bedrock, bedrock-invoke, cohere, gemini, openai, responses)"),
     (("--pool", "smart", "--data", '{"messages": 5}'), "--data: messages: required, must be a list of message objects"),
     (("--pool", "smart", "--data", "[1]"), "--data: a request body (a JSON object) or a prompt (a string), found list"),
+    (("--pool", "smart", "--data", '"x"', "--header", "x-tenant acme"), "--header: 'x-tenant acme' must be 'Name: value'"),
 ])
 def test_dry_run_bad_input_is_one_line(cfg, args, err) -> None:
     r = busbar("route", "--dry-run", "--config", str(cfg), *args)
     assert (r.returncode, r.stderr.strip()) == (2, err)
+
+
+@pytest.mark.parametrize(("headers", "target"), [((), "oa-b"), (("--header", "X-Tenant: acme"), "an-a"),
+                                                 (("--header", "x-tenant: globex"), "oa-b")])
+def test_dry_run_sends_the_headers_a_rule_reads(cfg, headers, target) -> None:
+    r = busbar("route", "--dry-run", "--config", str(cfg), "--pool", "tenants", "--data", '"hi"', "--json", *headers)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["walk"][0], out["upstream_calls"]) == (target, 0)
+
+
+def test_hooks_test_cases_carry_headers(cfg, tmp_path) -> None:
+    cases = tmp_path / "tenants.yaml"
+    cases.write_text('cases:\n  - { data: "hi", headers: { X-Tenant: acme }, expect: [an-a] }\n'
+                     '  - { data: "hi", expect: [oa-b] }\n')
+    r = busbar("hooks", "test", "--config", str(cfg), "--pool", "tenants", "--cases", str(cases), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["accuracy"] == 1.0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('cases:\n  - { data: "hi", headers: { x-tenant: 7 }, expect: [an-a] }\n')
+    r = busbar("hooks", "test", "--config", str(cfg), "--pool", "tenants", "--cases", str(bad))
+    assert (r.returncode, r.stderr.strip()) == (2, f"--cases: {bad}: cases[0].headers: must be a map of header name "
+                                                   f"to string value")
 
 
 def test_hooks_test_reports_and_exits_by_accuracy(cfg) -> None:

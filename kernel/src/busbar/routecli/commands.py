@@ -1,17 +1,20 @@
 """``busbar route --dry-run`` and ``busbar hooks test|calibrate``: try a pool's routing from the shell.
 
-- ``busbar route --dry-run --pool P --data @req.json [--protocol openai] [--config F] [--providers F]
-  [--json] [--no-model]``: boots the gateway (no listener), builds the projection of the request as
-  the data plane would, fires the pool's gates and prints every gate's reply (or its failure and the
-  ``on_error`` taken), what a router explained (probabilities, thresholds, fallback hops), the
-  reconcile and the final walk order. No upstream call is made, except a generative AI router's own
-  calls through the gateway (counted in ``upstream_calls``). ``--data`` is ``@file`` or inline
-  JSON; a JSON string is a prompt. ``--no-model``: routers that would call a model serve from their
-  fallback chain instead (``BUSBAR_ROUTER_NO_MODEL=1`` in the plugins' environment).
+- ``busbar route --dry-run --pool P --data @req.json [--protocol openai] [--header 'Name: value' ...]
+  [--config F] [--providers F] [--json] [--no-model]``: boots the gateway (no listener), builds the
+  projection of the request as the data plane would, fires the pool's gates and prints every
+  gate's reply (or its failure and the ``on_error`` taken), what a router explained
+  (probabilities, thresholds, fallback hops), the reconcile and the final walk order. No upstream
+  call is made, except a generative AI router's own calls through the gateway (counted in
+  ``upstream_calls``). ``--data`` is ``@file`` or inline JSON; a JSON string is a prompt.
+  ``--header`` (repeatable) adds a request header as a client would send it (a hook sees it when
+  its settings allowlist it: ``request.headers``). ``--no-model``: routers that would call a model
+  serve from their fallback chain instead (``BUSBAR_ROUTER_NO_MODEL=1`` in the plugins'
+  environment).
 - ``busbar hooks test --pool P --cases cases.yaml [--min-accuracy 0.9] [--json]``: runs labelled
-  cases (``{data, expect: [member or tag, ...], protocol?}``) through the pool's gates and prints
-  accuracy, a confusion matrix, reliability bins with ECE, and decision latency p50/p99; exit 1
-  below ``--min-accuracy``.
+  cases (``{data, expect: [member or tag, ...], protocol?, headers?: {name: value}}``) through the
+  pool's gates and prints accuracy, a confusion matrix, reliability bins with ECE, and decision
+  latency p50/p99; exit 1 below ``--min-accuracy``.
 - ``busbar hooks calibrate --pool P --cases cases.yaml [--write]``: fits the temperature of the
   pool's AI router (its ``explain.scores``) on the labelled cases by minimum negative
   log-likelihood, prints it, and with ``--write`` writes it into the hook's ``settings.temperature``
@@ -81,18 +84,22 @@ def route_main(argv: list[str]) -> int:
     p.add_argument("--dry-run", action="store_true", required=True, help="decide without calling upstream")
     p.add_argument("--data", required=True, help="@file.json, inline JSON, or a prompt")
     p.add_argument("--protocol", default="openai", help="the request's protocol (default openai)")
+    p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                   help="a request header the client sends (repeatable)")
     _common(p)
     args = p.parse_args(argv)
     _quiet()
     if args.no_model:
         os.environ["BUSBAR_ROUTER_NO_MODEL"] = "1"
     try:
+        headers = parse_headers(args.header)
         data = _read_data(args.data)
         session = open_session(args.config, args.providers)
     except (SessionError, OSError) as e:
         return _fail(list(e.faults) if isinstance(e, SessionError) else [f"--data: {e}"])
     try:
-        decision = asyncio.run(session.decide(args.pool, request_body(data, args.protocol, args.pool), args.protocol))
+        decision = asyncio.run(session.decide(args.pool, request_body(data, args.protocol, args.pool), args.protocol,
+                                              headers=headers))
     except SessionError as e:
         return _fail(list(e.faults))
     finally:
@@ -102,6 +109,18 @@ def route_main(argv: list[str]) -> int:
     else:
         print("\n".join(render(decision, args.protocol)))
     return 0
+
+
+def parse_headers(raw: list[str]) -> dict[str, str]:
+    """``--header 'Name: value'`` arguments -> ``{lower-cased name: value}`` (the last of a repeated
+    name wins, as on the data plane). Raises :class:`SessionError` for one without a colon or a name."""
+    out: dict[str, str] = {}
+    for h in raw:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            raise SessionError([f"--header: {h!r} must be 'Name: value'"])
+        out[name.strip().lower()] = value.strip()
+    return out
 
 
 def render(d: Decision, protocol: str) -> list[str]:
@@ -172,6 +191,10 @@ def load_cases(path: str) -> list[dict[str, Any]]:
         if not isinstance(c, dict) or "data" not in c or not isinstance(c.get("expect"), list) or not c["expect"]:
             raise SessionError([f"--cases: {path}: cases[{i}]: needs data: <request or prompt> and expect: "
                                 f"[member or tag, ...]"])
+        h = c.get("headers", {})
+        if not isinstance(h, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in h.items()):
+            raise SessionError([f"--cases: {path}: cases[{i}].headers: must be a map of header name to string "
+                                f"value"])
     return cases
 
 
@@ -194,7 +217,8 @@ async def _run_cases(session: Session, pool: str, cases: list[dict[str, Any]]) -
     decisions: list[Decision] = []
     for c in cases:
         protocol = str(c.get("protocol", "openai"))
-        d = await session.decide(pool, request_body(c["data"], protocol, pool), protocol)
+        d = await session.decide(pool, request_body(c["data"], protocol, pool), protocol,
+                                 headers=c.get("headers") or None)
         expect = tuple(str(n) for n in c["expect"])
         explain = d.explain or {}
         if d.reject is not None:
