@@ -95,8 +95,7 @@ def test_a_good_answer_orders_its_destination_first(gw, mock) -> None:
                                                                                               "busbar-ai-router")
     routed, served = [r["body"] for r in mock.requests()]
     assert (routed["model"], served["model"]) == ("r-small", "m-math")
-    assert routed["messages"][1] == {"role": "user", "content": json.dumps(
-        {"messages": [{"role": "user", "text": text}]}, ensure_ascii=False)}
+    assert routed["messages"][1] == {"role": "user", "content": '{"messages":[{"role":"user","text":"' + text + '"}]}'}
     assert routed["messages"][0]["role"] == "system"
     assert routed["messages"][0]["content"].startswith("Route assistant traffic.\n\nChoose the destination(s)")
     assert "- code: Programming and source code. Examples: \"Fix this Python function\"" in routed["messages"][0][
@@ -208,6 +207,12 @@ def test_route_dry_run_makes_the_routers_call_and_no_model_skips_it(gw, mock) ->
     assert re.fullmatch(r"decision: \d+ µs; 1 call\(s\) by a generative router through the gateway \(--no-model "
                         r"skips them\); no other upstream call", lines[-1])
     mock.clear()
+    out = _dry_run(gw, "gen")                                          # garbage: 2 + 2 calls, then the chain
+    explain = out["gates"][0]["explain"]
+    assert (out["upstream_calls"], out["order"], explain["served_by"], explain["error"]) == (
+        4, ["m-chat"], "fallback[0]", "r-big: not JSON: 'Hello from r-big. You said: {\"messages\":[{\"role\":\"user\",\"text\":\"Solve x^2 = "
+        "9\"}]'")
+    mock.clear()
     out = _dry_run(gw, "gen-multi", "--no-model")
     assert (out["upstream_calls"], out["order"], out["gates"][0]["explain"]["hops"]) == (
         0, ["m-chat"], [{"from": "ai", "to": "fallback[0]", "reason": "no_model"}])
@@ -302,5 +307,4 @@ def test_state_headers_reach_the_model_as_data_or_are_refused_where_not_projecte
                    json={"model": "gen-headers", "messages": [{"role": "user", "content": "Fix it"}]})
     assert r.headers["x-busbar-route-target"] == "m-code"
     routed = mock.requests()[0]["body"]
-    assert json.loads(routed["messages"][1]["content"]) == {
-        "headers": {"x-tier": "gold"}, "messages": [{"role": "user", "text": "Fix it"}]}
+    assert routed["messages"][1]["content"] == '{"headers":{"x-tier":"gold"},"messages":[{"role":"user","text":"Fix it"}]}'

@@ -47,9 +47,11 @@ import os
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+import httpx
 import pluggy
 from busbar_sdk.rules import activation, holds, reply_for, req_object
 
@@ -73,13 +75,13 @@ NO_MODEL_ENV = "BUSBAR_ROUTER_NO_MODEL"
 class _Compiled:
     """Settings plus what is built from them (engine prototypes, cache, budget)."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, client: Callable[[], httpx.Client]):
         self.s = settings
         self.engine: DecisionEngine | None = None
         self.gen: GenerativeEngine | None = None
         if settings.generative is not None:
             self.gen = GenerativeEngine(settings.generative, settings.candidates, settings.instructions,
-                                        settings.multi)
+                                        settings.multi, client())
             self.model = settings.generative.models[0]
         else:
             self.engine = DecisionEngine([(c.name, c.description, c.examples) for c in settings.candidates])
@@ -92,19 +94,29 @@ class AiRouter:
     """One configured instance (see the module docstring)."""
 
     def __init__(self, settings: dict[str, Any]):
+        self._client: httpx.Client | None = None
+        self.lock = threading.Lock()
         try:
-            self.c = _Compiled(parse(settings))
+            self.c = _Compiled(parse(settings), self.client)
         except SettingsError as e:
             raise ValueError(f"busbar-ai-router-hook: {e}") from None
         self.settings = dict(settings)
         self.settings_version = 0
-        self.lock = threading.Lock()
         self.fallbacks: Counter[tuple[str, str, str, str]] = Counter()
         self.model_fallbacks: Counter[tuple[str, str, str, str]] = Counter()
         self.skipped: Counter[tuple[str, str]] = Counter()
         self.served: Counter[str] = Counter()
         self.cache_hits: Counter[str] = Counter()
         self.latency_us: deque[float] = deque(maxlen=1024)
+
+    def client(self) -> httpx.Client:
+        """The generative engine's HTTP client: made on first use and kept for the instance's lifetime,
+        so a reconfigure never closes a client a decision in flight still uses (no redirects, no
+        proxy environment)."""
+        with self.lock:
+            if self._client is None:
+                self._client = httpx.Client(trust_env=False, follow_redirects=False)
+            return self._client
 
     # ------------------------------------------------------------------ decide
 
@@ -152,7 +164,7 @@ class AiRouter:
         s = c.s
         try:
             state = build_state(request, s.redact, s.max_bytes, s.headers)
-            blob = json.dumps(state, sort_keys=True, ensure_ascii=False).encode("utf-8")
+            blob = json.dumps(state, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
             if s.cache_key is not None:
                 key = str(s.cache_key.eval(act).value())
             else:
@@ -168,7 +180,7 @@ class AiRouter:
                     hit = c.gen.ask(blob.decode("utf-8"), deadline, c.budget,
                                     lambda frm, to, why: self._count_model_fallback(pool, frm, to, why))
                 except StepFailed as e:
-                    explain["error"] = e.detail or e.reason
+                    explain.update(error=e.detail or e.reason, calls=e.calls)
                     return e.reason, {}
                 c.cache.put(key, hit)
                 explain["cached"] = False
@@ -286,13 +298,10 @@ class AiRouter:
         version = body.get("settings_version")
         settings = body.get("settings", {})
         try:
-            new = _Compiled(parse(settings))
+            new = _Compiled(parse(settings), self.client)
         except SettingsError as e:
             return {"error": f"busbar-ai-router-hook: {e}"}
-        old = self.c
         self.c, self.settings, self.settings_version = new, dict(settings), int(version or 0)
-        if old.gen is not None:
-            old.gen.close()
         return {"ack": {"settings_version": version}}
 
     def status(self) -> dict[str, Any]:
