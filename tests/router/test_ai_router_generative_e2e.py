@@ -54,6 +54,7 @@ POOLS = "pools:\n" + "".join([
     pool("gen-multi", "          multi: true\n          min_confidence: 0.5\n"),
     pool("gen-slow", timeout=300),
     pool("gen-budget", "          budget: { max_tokens_per_hour: 1 }\n"),
+    pool("gen-cached", "          cache: { size: 100, ttl: 600 }\n").replace("          cache: { size: 0 }\n", ""),
     # the router's calls straight at the mock (a loopback listener too), to see what the router sends
     pool("gen-keyed", "          gateway_key: { env: T_ROUTER_KEY }\n").replace("http://127.0.0.1:{port}", "MOCK"),
 ])
@@ -167,6 +168,15 @@ def test_a_slow_model_times_out_and_the_chain_serves(gw, mock) -> None:
     assert took < 3.0                                                  # timeout: 300 ms, not the mock's 5 s
     assert ('busbar_router_fallback_total{from="ai",hook="busbar-ai-router",pool="gen-slow",reason="timeout",'
             'to="fallback[0]"} 1.0') in metric(gw, "busbar_router_fallback_total{")
+
+
+def test_a_cached_decision_makes_no_call(gw, mock) -> None:
+    mock.script([{"match": {"model": "r-small"}, "response": {"text": answer(["math"], 0.9)}}])
+    assert [chat(gw, "gen-cached", "Prove that sqrt(2) is irrational").headers["x-busbar-route-target"]
+            for _ in range(3)] == ["m-math"] * 3
+    assert models_called(mock) == ["r-small", "m-math", "m-math", "m-math"]
+    assert ('busbar_router_cache_hits_total{hook="busbar-ai-router",pool="gen-cached"} 2.0'
+            in metric(gw, "busbar_router_cache_hits_total{"))
 
 
 def test_the_token_budget_counts_the_routers_own_tokens(gw, mock) -> None:
