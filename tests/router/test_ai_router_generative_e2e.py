@@ -15,7 +15,6 @@ import re
 import subprocess
 import time
 
-import busbar_sdk.settings_schema
 import httpx
 import openai
 import pytest
@@ -58,7 +57,6 @@ POOLS = "pools:\n" + "".join([
     # the router's calls straight at the mock (a loopback listener too), to see what the router sends
     pool("gen-keyed", "          gateway_key: { env: T_ROUTER_KEY }\n").replace("http://127.0.0.1:{port}", "MOCK"),
 ])
-HEADERS_PROJECTED = hasattr(busbar_sdk.settings_schema, "HEADERS_KEYWORD")
 HEADERS_POOL = pool("gen-headers", "          state: { headers: [X-Tier, X-Secret], redact: ['$.headers.\"x-secret\"'] }\n")
 
 
@@ -70,7 +68,7 @@ def answer(destinations: list[str], confidence: float, reason: str = "fits") -> 
 def gw(gateway_factory, mock, router_plugins):
     _, trust = router_plugins
     cfg = HEAD.replace("models:\n", "models:\n" + MODELS.lstrip("\n")) + trust + POOLS
-    cfg += HEADERS_POOL if HEADERS_PROJECTED else ""
+    cfg += HEADERS_POOL
     return gateway_factory(cfg, mock.url, env={"BUSBAR_STATE_FILE": "", "T_ROUTER_KEY": "bbk_router-key"})
 
 
@@ -297,20 +295,9 @@ def test_bad_generative_settings_refuse_the_boot_naming_the_setting(tmp_path, mo
                      ] + [f"busbar: {len(PLUGIN_BAD)} start-up error(s); refusing to start"]
 
 
-def test_state_headers_reach_the_model_as_data_or_are_refused_where_not_projected(gw, mock, tmp_path,
-                                                                                  router_plugins) -> None:
-    """``state.headers``: with a kernel that projects request headers (the sdk's ``HEADERS_KEYWORD``) the
-    allowlisted ones join the state the model reads; without one the setting is refused at boot."""
-    if not HEADERS_PROJECTED:
-        pools = "pools:\n  router-llms:\n    members: [ { model: r-small }, { model: r-big } ]\n" + HEADERS_POOL
-        code, lines = _boot(tmp_path, mock, router_plugins, pools.replace("{port}", "1"),
-                            models="  r-small: { provider: up-openai }\n  r-big: { provider: up-openai }\n")
-        plugdir, _ = router_plugins
-        assert (code, lines[0]) == (2, (
-            f"config.yaml: pools.gen-headers.hooks[0]: {plugdir}/busbar-ai-router-hook-1.5.0.tar.gz: busbar_open "
-            "raised ValueError: busbar-ai-router-hook: settings.state.headers: not a state setting (known: "
-            "max_bytes, redact); request headers are not part of the hook projection in this build"))
-        return
+def test_state_headers_reach_the_model_as_data(gw, mock) -> None:
+    """``state.headers``: the allowlisted headers the request carries join the state the model reads,
+    ``redact`` applies to them; the rest never reach the plugin."""
     mock.script([{"match": {"model": "r-small"}, "response": {"text": answer(["code"], 0.9)}}])
     r = httpx.post(gw.url + "/v1/chat/completions", timeout=30,
                    headers={"x-tier": "gold", "x-secret": "s3", "x-other": "no"},

@@ -31,6 +31,10 @@ generative``: a chat model, called through this gateway's own data plane (a memb
    ``all`` restricts; one that chooses nothing hands over with reason ``no_choice``), ending in the
    pool's SWRR (the gate abstains). Every hop is counted in ``router_fallback_total{pool,from,to,reason}``.
 
+The plugin is a :class:`busbar_sdk.DictHookPlugin` (the wire dicts as they are, no model parsed),
+not inline (the decision engine embeds text; the generative engine waits on the network): it runs
+on the instance's worker threads.
+
 The reply carries an ``explain`` object next to its arm (ignored by the request path; shown by
 ``busbar route --dry-run`` and scored by ``busbar hooks test``/``calibrate``): engine, model, scores,
 probabilities, temperature, confidence, verdict, served_by, hops, cached. Each decision is also
@@ -49,10 +53,10 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
-import pluggy
+from busbar_sdk import DictHookPlugin, export_plugin
 from busbar_sdk.rules import activation, holds, reply_for, req_object
 
 from busbar_ai_router_hook._decision import MODEL_ID, DecisionEngine
@@ -61,10 +65,9 @@ from busbar_ai_router_hook._guards import Budget, DecisionCache
 from busbar_ai_router_hook._settings import Settings, SettingsError, parse
 from busbar_ai_router_hook._state import build_state, state_text
 
-__all__ = ["SETTINGS_SCHEMA", "AiRouter", "busbar_abi", "busbar_call", "busbar_open", "busbar_plugin_kind"]
+__all__ = ["SETTINGS_SCHEMA", "AiRouter", "plugin"]
 __version__ = "1.5.0"
 
-hookimpl = pluggy.HookimplMarker("busbar")
 log = logging.getLogger("busbar.router")
 
 SETTINGS_SCHEMA: dict[str, Any] = json.loads(
@@ -90,8 +93,10 @@ class _Compiled:
         self.budget = Budget(settings.max_calls_per_minute, settings.max_tokens_per_hour)
 
 
-class AiRouter:
+class AiRouter(DictHookPlugin):
     """One configured instance (see the module docstring)."""
+
+    settings_schema: ClassVar[dict[str, Any] | None] = SETTINGS_SCHEMA
 
     def __init__(self, settings: dict[str, Any]):
         self._client: httpx.Client | None = None
@@ -100,7 +105,7 @@ class AiRouter:
             self.c = _Compiled(parse(settings), self.client)
         except SettingsError as e:
             raise ValueError(f"busbar-ai-router-hook: {e}") from None
-        self.settings = dict(settings)
+        super().__init__(settings)
         self.settings_version = 0
         self.fallbacks: Counter[tuple[str, str, str, str]] = Counter()
         self.model_fallbacks: Counter[tuple[str, str, str, str]] = Counter()
@@ -332,32 +337,5 @@ class AiRouter:
                            "metrics": metrics[:64]}}
 
 
-@hookimpl
-def busbar_abi() -> int:
-    return 1
-
-
-@hookimpl
-def busbar_plugin_kind() -> str:
-    return "hook"
-
-
-@hookimpl
-def busbar_open(settings: dict[str, Any]) -> AiRouter:
-    return AiRouter(settings)
-
-
-@hookimpl
-def busbar_call(handle: AiRouter, payload: dict[str, Any]) -> dict[str, Any]:
-    op = payload.get("op")
-    if op == "decide":
-        return handle.decide(payload)
-    if op is not None:
-        return {}
-    if "configure" in payload:
-        return handle.configure(payload["configure"])
-    if "describe" in payload:
-        return {"schema": SETTINGS_SCHEMA}
-    if "status" in payload:
-        return handle.status()
-    return {}
+#: The ``busbar.plugins`` entry point (``busbar_ai_router_hook:plugin``).
+plugin = export_plugin(AiRouter)
