@@ -57,6 +57,8 @@ POOLS = "pools:\n" + "".join([
     # the router's calls straight at the mock (a loopback listener too), to see what the router sends
     pool("gen-keyed", "          gateway_key: { env: T_ROUTER_KEY }\n").replace("http://127.0.0.1:{port}", "MOCK"),
 ])
+OPT_IN_POOL = pool("gen-opt-in", "          headers: [X-Route-Ai]\n"
+                                 "          when: \"'x-route-ai' in req.headers && req.headers['x-route-ai'] == 'yes'\"\n")
 HEADERS_POOL = pool("gen-headers", "          state: { headers: [X-Tier, X-Secret], redact: ['$.headers.\"x-secret\"'] }\n")
 
 
@@ -68,7 +70,7 @@ def answer(destinations: list[str], confidence: float, reason: str = "fits") -> 
 def gw(gateway_factory, mock, router_plugins):
     _, trust = router_plugins
     cfg = HEAD.replace("models:\n", "models:\n" + MODELS.lstrip("\n")) + trust + POOLS
-    cfg += HEADERS_POOL
+    cfg += HEADERS_POOL + OPT_IN_POOL
     return gateway_factory(cfg, mock.url, env={"BUSBAR_STATE_FILE": "", "T_ROUTER_KEY": "bbk_router-key"})
 
 
@@ -305,3 +307,15 @@ def test_state_headers_reach_the_model_as_data(gw, mock) -> None:
     assert r.headers["x-busbar-route-target"] == "m-code"
     routed = mock.requests()[0]["body"]
     assert routed["messages"][1]["content"] == '{"headers":{"x-tier":"gold"},"messages":[{"role":"user","text":"Fix it"}]}'
+
+
+def test_a_when_over_an_allowlisted_header_lets_the_sender_opt_in(gw, mock) -> None:
+    mock.script([{"match": {"model": "r-small"}, "times": -1, "response": {"text": answer(["math"], 0.9)}}])
+    plain = httpx.post(gw.url + "/v1/chat/completions", timeout=30,
+                       json={"model": "gen-opt-in", "messages": [{"role": "user", "content": "Integrate x"}]})
+    opted = httpx.post(gw.url + "/v1/chat/completions", timeout=30, headers={"X-Route-AI": "yes"},
+                       json={"model": "gen-opt-in", "messages": [{"role": "user", "content": "Integrate x"}]})
+    assert (plain.headers["x-busbar-route-target"], opted.headers["x-busbar-route-target"]) == ("m-chat", "m-math")
+    assert models_called(mock) == ["m-chat", "r-small", "m-math"]      # no model call without the opt-in
+    assert ('busbar_router_skipped_total{hook="busbar-ai-router",pool="gen-opt-in",reason="when_false"} 1.0'
+            in metric(gw, "busbar_router_skipped_total{"))
