@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             payload = _payload(state)
             gen = router.c.gen
             assert gen is not None
-            blob = json.dumps({"messages": [{"role": "user", "text": state}]}, sort_keys=True, ensure_ascii=False)
+            blob = json.dumps({"messages": [{"role": "user", "text": state}]}, ensure_ascii=False, separators=(",", ":"))
             body = gen.body("r-small", blob)
             out: dict[str, list[int]] = {"generative decide": [], "the same call (reference)": []}
             with httpx.Client(timeout=10) as client:

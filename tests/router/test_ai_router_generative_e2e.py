@@ -15,7 +15,6 @@ import re
 import subprocess
 import time
 
-import busbar_sdk.settings_schema
 import httpx
 import openai
 import pytest
@@ -54,10 +53,12 @@ POOLS = "pools:\n" + "".join([
     pool("gen-multi", "          multi: true\n          min_confidence: 0.5\n"),
     pool("gen-slow", timeout=300),
     pool("gen-budget", "          budget: { max_tokens_per_hour: 1 }\n"),
+    pool("gen-cached", "          cache: { size: 100, ttl: 600 }\n").replace("          cache: { size: 0 }\n", ""),
     # the router's calls straight at the mock (a loopback listener too), to see what the router sends
     pool("gen-keyed", "          gateway_key: { env: T_ROUTER_KEY }\n").replace("http://127.0.0.1:{port}", "MOCK"),
 ])
-HEADERS_PROJECTED = hasattr(busbar_sdk.settings_schema, "HEADERS_KEYWORD")
+OPT_IN_POOL = pool("gen-opt-in", "          headers: [X-Route-Ai]\n"
+                                 "          when: \"'x-route-ai' in req.headers && req.headers['x-route-ai'] == 'yes'\"\n")
 HEADERS_POOL = pool("gen-headers", "          state: { headers: [X-Tier, X-Secret], redact: ['$.headers.\"x-secret\"'] }\n")
 
 
@@ -69,7 +70,7 @@ def answer(destinations: list[str], confidence: float, reason: str = "fits") -> 
 def gw(gateway_factory, mock, router_plugins):
     _, trust = router_plugins
     cfg = HEAD.replace("models:\n", "models:\n" + MODELS.lstrip("\n")) + trust + POOLS
-    cfg += HEADERS_POOL if HEADERS_PROJECTED else ""
+    cfg += HEADERS_POOL + OPT_IN_POOL
     return gateway_factory(cfg, mock.url, env={"BUSBAR_STATE_FILE": "", "T_ROUTER_KEY": "bbk_router-key"})
 
 
@@ -95,8 +96,7 @@ def test_a_good_answer_orders_its_destination_first(gw, mock) -> None:
                                                                                               "busbar-ai-router")
     routed, served = [r["body"] for r in mock.requests()]
     assert (routed["model"], served["model"]) == ("r-small", "m-math")
-    assert routed["messages"][1] == {"role": "user", "content": json.dumps(
-        {"messages": [{"role": "user", "text": text}]}, ensure_ascii=False)}
+    assert routed["messages"][1] == {"role": "user", "content": '{"messages":[{"role":"user","text":"' + text + '"}]}'}
     assert routed["messages"][0]["role"] == "system"
     assert routed["messages"][0]["content"].startswith("Route assistant traffic.\n\nChoose the destination(s)")
     assert "- code: Programming and source code. Examples: \"Fix this Python function\"" in routed["messages"][0][
@@ -170,6 +170,15 @@ def test_a_slow_model_times_out_and_the_chain_serves(gw, mock) -> None:
             'to="fallback[0]"} 1.0') in metric(gw, "busbar_router_fallback_total{")
 
 
+def test_a_cached_decision_makes_no_call(gw, mock) -> None:
+    mock.script([{"match": {"model": "r-small"}, "response": {"text": answer(["math"], 0.9)}}])
+    assert [chat(gw, "gen-cached", "Prove that sqrt(2) is irrational").headers["x-busbar-route-target"]
+            for _ in range(3)] == ["m-math"] * 3
+    assert models_called(mock) == ["r-small", "m-math", "m-math", "m-math"]
+    assert ('busbar_router_cache_hits_total{hook="busbar-ai-router",pool="gen-cached"} 2.0'
+            in metric(gw, "busbar_router_cache_hits_total{"))
+
+
 def test_the_token_budget_counts_the_routers_own_tokens(gw, mock) -> None:
     mock.script([{"match": {"model": "r-small"}, "times": -1, "response": {"text": answer(["code"], 0.9)}}])
     assert chat(gw, "gen-budget", "Write a function").headers["x-busbar-route-target"] == "m-code"
@@ -207,6 +216,12 @@ def test_route_dry_run_makes_the_routers_call_and_no_model_skips_it(gw, mock) ->
         "walk: m-code, m-math, m-chat (members after the ranked ones: SWRR)"]
     assert re.fullmatch(r"decision: \d+ µs; 1 call\(s\) by a generative router through the gateway \(--no-model "
                         r"skips them\); no other upstream call", lines[-1])
+    mock.clear()
+    out = _dry_run(gw, "gen")                                          # garbage: 2 + 2 calls, then the chain
+    explain = out["gates"][0]["explain"]
+    assert (out["upstream_calls"], out["order"], explain["served_by"], explain["error"]) == (
+        4, ["m-chat"], "fallback[0]", "r-big: not JSON: 'Hello from r-big. You said: {\"messages\":[{\"role\":\"user\",\"text\":\"Solve x^2 = "
+        "9\"}]'")
     mock.clear()
     out = _dry_run(gw, "gen-multi", "--no-model")
     assert (out["upstream_calls"], out["order"], out["gates"][0]["explain"]["hops"]) == (
@@ -282,25 +297,25 @@ def test_bad_generative_settings_refuse_the_boot_naming_the_setting(tmp_path, mo
                      ] + [f"busbar: {len(PLUGIN_BAD)} start-up error(s); refusing to start"]
 
 
-def test_state_headers_reach_the_model_as_data_or_are_refused_where_not_projected(gw, mock, tmp_path,
-                                                                                  router_plugins) -> None:
-    """``state.headers``: with a kernel that projects request headers (the sdk's ``HEADERS_KEYWORD``) the
-    allowlisted ones join the state the model reads; without one the setting is refused at boot."""
-    if not HEADERS_PROJECTED:
-        pools = "pools:\n  router-llms:\n    members: [ { model: r-small }, { model: r-big } ]\n" + HEADERS_POOL
-        code, lines = _boot(tmp_path, mock, router_plugins, pools.replace("{port}", "1"),
-                            models="  r-small: { provider: up-openai }\n  r-big: { provider: up-openai }\n")
-        plugdir, _ = router_plugins
-        assert (code, lines[0]) == (2, (
-            f"config.yaml: pools.gen-headers.hooks[0]: {plugdir}/busbar-ai-router-hook-1.5.0.tar.gz: busbar_open "
-            "raised ValueError: busbar-ai-router-hook: settings.state.headers: not a state setting (known: "
-            "max_bytes, redact); request headers are not part of the hook projection in this build"))
-        return
+def test_state_headers_reach_the_model_as_data(gw, mock) -> None:
+    """``state.headers``: the allowlisted headers the request carries join the state the model reads,
+    ``redact`` applies to them; the rest never reach the plugin."""
     mock.script([{"match": {"model": "r-small"}, "response": {"text": answer(["code"], 0.9)}}])
     r = httpx.post(gw.url + "/v1/chat/completions", timeout=30,
                    headers={"x-tier": "gold", "x-secret": "s3", "x-other": "no"},
                    json={"model": "gen-headers", "messages": [{"role": "user", "content": "Fix it"}]})
     assert r.headers["x-busbar-route-target"] == "m-code"
     routed = mock.requests()[0]["body"]
-    assert json.loads(routed["messages"][1]["content"]) == {
-        "headers": {"x-tier": "gold"}, "messages": [{"role": "user", "text": "Fix it"}]}
+    assert routed["messages"][1]["content"] == '{"headers":{"x-tier":"gold"},"messages":[{"role":"user","text":"Fix it"}]}'
+
+
+def test_a_when_over_an_allowlisted_header_lets_the_sender_opt_in(gw, mock) -> None:
+    mock.script([{"match": {"model": "r-small"}, "times": -1, "response": {"text": answer(["math"], 0.9)}}])
+    plain = httpx.post(gw.url + "/v1/chat/completions", timeout=30,
+                       json={"model": "gen-opt-in", "messages": [{"role": "user", "content": "Integrate x"}]})
+    opted = httpx.post(gw.url + "/v1/chat/completions", timeout=30, headers={"X-Route-AI": "yes"},
+                       json={"model": "gen-opt-in", "messages": [{"role": "user", "content": "Integrate x"}]})
+    assert (plain.headers["x-busbar-route-target"], opted.headers["x-busbar-route-target"]) == ("m-chat", "m-math")
+    assert models_called(mock) == ["m-chat", "r-small", "m-math"]      # no model call without the opt-in
+    assert ('busbar_router_skipped_total{hook="busbar-ai-router",pool="gen-opt-in",reason="when_false"} 1.0'
+            in metric(gw, "busbar_router_skipped_total{"))

@@ -101,3 +101,30 @@ def test_settings_name_the_generative_faults(mods) -> None:
         with pytest.raises(mods.settings.SettingsError) as e:
             mods.settings.parse(base | extra)
         assert str(e.value) == error
+
+
+def test_cel_settings_read_only_the_headers_settings_headers_lists(mods) -> None:
+    base = {"candidates": [{"name": "x", "description": "X"}, {"name": "y", "description": "Y"}]}
+    gated = mods.settings.parse(base | {"headers": ["X-Tier"], "when": "req.headers['x-tier'] == 'gold'",
+                                        "fallback": [{"rules": [{"when": "'x-tier' in req.headers", "to": ["x"]}]}]})
+    assert "headers" in gated.req_fields and gated.headers == ()
+    for extra, error in [
+        ({"when": "req.headers['x-tier'] == 'gold'"},
+         "settings.when: reads req.headers but settings.headers lists no header; only the headers listed there are "
+         "projected"),
+        ({"headers": ["x-tier"], "cache": {"key": "req.headers['x-user']"}},
+         "settings.cache.key: reads header 'x-user', which settings.headers does not list (x-tier); add it there"),
+        ({"headers": ["x-tier"], "fallback": [{"rules": [{"when": "req.headers['x-a'] == 'b'", "to": ["x"]}]}]},
+         "settings.fallback[0].rules[0].when: reads header 'x-a', which settings.headers does not list (x-tier); "
+         "add it there"),
+        ({"headers": ["x-tier", 3]}, "settings.headers[1]: 3 is not a request header name (letters, digits and "
+                                     "!#$%&'*+.^_`|~-)"),
+    ]:
+        with pytest.raises(mods.settings.SettingsError) as e:
+            mods.settings.parse(base | extra)
+        assert str(e.value) == error
+    with pytest.raises(mods.settings.SettingsError) as e:
+        mods.settings.parse(base | {"state": {"headers": ["Authorization"]}})
+    assert str(e.value) == ("settings.state.headers[0]: 'Authorization' carries a credential; credentials are never "
+                            "projected to a hook (authorization, proxy-authorization, x-api-key, x-goog-api-key, "
+                            "api-key, cookie, set-cookie, x-amz-*): remove it")

@@ -31,6 +31,10 @@ generative``: a chat model, called through this gateway's own data plane (a memb
    ``all`` restricts; one that chooses nothing hands over with reason ``no_choice``), ending in the
    pool's SWRR (the gate abstains). Every hop is counted in ``router_fallback_total{pool,from,to,reason}``.
 
+The plugin is a :class:`busbar_sdk.DictHookPlugin` (the wire dicts as they are, no model parsed),
+not inline (the decision engine embeds text; the generative engine waits on the network): it runs
+on the instance's worker threads.
+
 The reply carries an ``explain`` object next to its arm (ignored by the request path; shown by
 ``busbar route --dry-run`` and scored by ``busbar hooks test``/``calibrate``): engine, model, scores,
 probabilities, temperature, confidence, verdict, served_by, hops, cached. Each decision is also
@@ -47,10 +51,12 @@ import os
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from typing import Any, ClassVar
 
-import pluggy
+import httpx
+from busbar_sdk import DictHookPlugin, export_plugin
 from busbar_sdk.rules import activation, holds, reply_for, req_object
 
 from busbar_ai_router_hook._decision import MODEL_ID, DecisionEngine
@@ -59,10 +65,9 @@ from busbar_ai_router_hook._guards import Budget, DecisionCache
 from busbar_ai_router_hook._settings import Settings, SettingsError, parse
 from busbar_ai_router_hook._state import build_state, state_text
 
-__all__ = ["SETTINGS_SCHEMA", "AiRouter", "busbar_abi", "busbar_call", "busbar_open", "busbar_plugin_kind"]
+__all__ = ["SETTINGS_SCHEMA", "AiRouter", "plugin"]
 __version__ = "1.5.0"
 
-hookimpl = pluggy.HookimplMarker("busbar")
 log = logging.getLogger("busbar.router")
 
 SETTINGS_SCHEMA: dict[str, Any] = json.loads(
@@ -73,13 +78,13 @@ NO_MODEL_ENV = "BUSBAR_ROUTER_NO_MODEL"
 class _Compiled:
     """Settings plus what is built from them (engine prototypes, cache, budget)."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, client: Callable[[], httpx.Client]):
         self.s = settings
         self.engine: DecisionEngine | None = None
         self.gen: GenerativeEngine | None = None
         if settings.generative is not None:
             self.gen = GenerativeEngine(settings.generative, settings.candidates, settings.instructions,
-                                        settings.multi)
+                                        settings.multi, client())
             self.model = settings.generative.models[0]
         else:
             self.engine = DecisionEngine([(c.name, c.description, c.examples) for c in settings.candidates])
@@ -88,23 +93,35 @@ class _Compiled:
         self.budget = Budget(settings.max_calls_per_minute, settings.max_tokens_per_hour)
 
 
-class AiRouter:
+class AiRouter(DictHookPlugin):
     """One configured instance (see the module docstring)."""
 
+    settings_schema: ClassVar[dict[str, Any] | None] = SETTINGS_SCHEMA
+
     def __init__(self, settings: dict[str, Any]):
+        self._client: httpx.Client | None = None
+        self.lock = threading.Lock()
         try:
-            self.c = _Compiled(parse(settings))
+            self.c = _Compiled(parse(settings), self.client)
         except SettingsError as e:
             raise ValueError(f"busbar-ai-router-hook: {e}") from None
-        self.settings = dict(settings)
+        super().__init__(settings)
         self.settings_version = 0
-        self.lock = threading.Lock()
         self.fallbacks: Counter[tuple[str, str, str, str]] = Counter()
         self.model_fallbacks: Counter[tuple[str, str, str, str]] = Counter()
         self.skipped: Counter[tuple[str, str]] = Counter()
         self.served: Counter[str] = Counter()
         self.cache_hits: Counter[str] = Counter()
         self.latency_us: deque[float] = deque(maxlen=1024)
+
+    def client(self) -> httpx.Client:
+        """The generative engine's HTTP client: made on first use and kept for the instance's lifetime,
+        so a reconfigure never closes a client a decision in flight still uses (no redirects, no
+        proxy environment)."""
+        with self.lock:
+            if self._client is None:
+                self._client = httpx.Client(trust_env=False, follow_redirects=False)
+            return self._client
 
     # ------------------------------------------------------------------ decide
 
@@ -152,7 +169,7 @@ class AiRouter:
         s = c.s
         try:
             state = build_state(request, s.redact, s.max_bytes, s.headers)
-            blob = json.dumps(state, sort_keys=True, ensure_ascii=False).encode("utf-8")
+            blob = json.dumps(state, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
             if s.cache_key is not None:
                 key = str(s.cache_key.eval(act).value())
             else:
@@ -168,7 +185,7 @@ class AiRouter:
                     hit = c.gen.ask(blob.decode("utf-8"), deadline, c.budget,
                                     lambda frm, to, why: self._count_model_fallback(pool, frm, to, why))
                 except StepFailed as e:
-                    explain["error"] = e.detail or e.reason
+                    explain.update(error=e.detail or e.reason, calls=e.calls)
                     return e.reason, {}
                 c.cache.put(key, hit)
                 explain["cached"] = False
@@ -286,13 +303,10 @@ class AiRouter:
         version = body.get("settings_version")
         settings = body.get("settings", {})
         try:
-            new = _Compiled(parse(settings))
+            new = _Compiled(parse(settings), self.client)
         except SettingsError as e:
             return {"error": f"busbar-ai-router-hook: {e}"}
-        old = self.c
         self.c, self.settings, self.settings_version = new, dict(settings), int(version or 0)
-        if old.gen is not None:
-            old.gen.close()
         return {"ack": {"settings_version": version}}
 
     def status(self) -> dict[str, Any]:
@@ -323,32 +337,5 @@ class AiRouter:
                            "metrics": metrics[:64]}}
 
 
-@hookimpl
-def busbar_abi() -> int:
-    return 1
-
-
-@hookimpl
-def busbar_plugin_kind() -> str:
-    return "hook"
-
-
-@hookimpl
-def busbar_open(settings: dict[str, Any]) -> AiRouter:
-    return AiRouter(settings)
-
-
-@hookimpl
-def busbar_call(handle: AiRouter, payload: dict[str, Any]) -> dict[str, Any]:
-    op = payload.get("op")
-    if op == "decide":
-        return handle.decide(payload)
-    if op is not None:
-        return {}
-    if "configure" in payload:
-        return handle.configure(payload["configure"])
-    if "describe" in payload:
-        return {"schema": SETTINGS_SCHEMA}
-    if "status" in payload:
-        return handle.status()
-    return {}
+#: The ``busbar.plugins`` entry point (``busbar_ai_router_hook:plugin``).
+plugin = export_plugin(AiRouter)

@@ -39,12 +39,14 @@ MAX_TOKENS = 256
 
 
 class StepFailed(Exception):
-    """No model of the chain answered; ``reason``: ``timeout``, ``budget``, ``error`` or ``bad_output``."""
+    """No model of the chain answered; ``reason``: ``timeout``, ``budget``, ``error`` or ``bad_output``;
+    ``calls``: the calls made before it gave up (set by :meth:`GenerativeEngine.ask`)."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(detail or reason)
         self.reason = reason
         self.detail = detail
+        self.calls = 0
 
 
 @dataclass
@@ -90,9 +92,12 @@ def parse_answer(content: Any, names: tuple[str, ...]) -> Answer:
 
 
 class GenerativeEngine:
-    """One configured generative router (see the module docstring)."""
+    """One configured generative router (see the module docstring). ``client`` is the instance's
+    HTTP client, shared by every configuration it goes through (a reconfigure never closes a client
+    a decision in flight still uses)."""
 
-    def __init__(self, g: Generative, candidates: tuple[Candidate, ...], instructions: str, multi: bool):
+    def __init__(self, g: Generative, candidates: tuple[Candidate, ...], instructions: str, multi: bool,
+                 client: httpx.Client):
         self.g = g
         self.names = tuple(c.name for c in candidates)
         self.system = _system_prompt(candidates, instructions, multi)
@@ -104,11 +109,8 @@ class GenerativeEngine:
                     "destinations": {"type": "array", "items": {"type": "string", "enum": list(self.names)}},
                     "confidence": {"type": "number", "minimum": 0, "maximum": 1},
                     "reason": {"type": "string"}}}}}
-        headers = {"authorization": f"Bearer {g.key}"} if g.key else {}
-        self.client = httpx.Client(headers=headers, trust_env=False, follow_redirects=False)
-
-    def close(self) -> None:
-        self.client.close()
+        self.headers = {"authorization": f"Bearer {g.key}"} if g.key else {}
+        self.client = client
 
     def body(self, model: str, state_json: str) -> dict[str, Any]:
         """The Chat Completions request for ``model`` over the state (compact JSON text)."""
@@ -118,6 +120,15 @@ class GenerativeEngine:
     def ask(self, state_json: str, deadline: float, budget: Budget,
             on_model_fallback: Callable[[str, str, str], None]) -> Answer:
         """Walk the model chain (see the module docstring); raises :class:`StepFailed`."""
+        tally = [0]
+        try:
+            return self._walk(state_json, deadline, budget, on_model_fallback, tally)
+        except StepFailed as e:
+            e.calls = tally[0]
+            raise
+
+    def _walk(self, state_json: str, deadline: float, budget: Budget,
+              on_model_fallback: Callable[[str, str, str], None], tally: list[int]) -> Answer:
         g = self.g
         calls = tokens = 0
         reason, detail = "error", ""
@@ -134,9 +145,11 @@ class GenerativeEngine:
                 if not budget.allow():
                     raise StepFailed("budget", "the router's budget is spent")
                 calls += 1
+                tally[0] = calls
                 used = 0
                 try:
-                    resp = self.client.post(g.url, json=self.body(model, state_json), timeout=left)
+                    resp = self.client.post(g.url, json=self.body(model, state_json), headers=self.headers,
+                                            timeout=left)
                 except httpx.TimeoutException:
                     budget.spend(0)
                     raise StepFailed("timeout", f"{model}: no answer within the step's timeout") from None

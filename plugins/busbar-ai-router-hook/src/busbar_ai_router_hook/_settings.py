@@ -22,20 +22,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import busbar_sdk.settings_schema as _schema_kw
-from busbar_sdk.rules import RulesError, RuleSet, compile_expr, fields_of, names_of
+from busbar_sdk.rules import RulesError, RuleSet, check_headers, compile_expr, fields_of, header_refs, names_of
+from busbar_sdk.settings_schema import header_faults
 
 __all__ = ["Candidate", "Generative", "Settings", "SettingsError", "parse"]
 
 ENGINES = ("decision", "generative")
-#: Does this Busbar project request headers into a hook's projection (the sdk names the schema
-#: keyword that allowlists them)? Without it ``state.headers`` would validate and do nothing: refused.
-HEADERS_PROJECTED = hasattr(_schema_kw, "HEADERS_KEYWORD")
 _GENERATIVE = ("gateway_url", "gateway_key", "pool", "model", "fallback_models", "retry")
 _DECISION_ONLY = ("temperature", "min_margin")
 _TOP = ("engine", "instructions", "candidates", "multi", "min_confidence", "min_margin", "temperature",
         "on_low_confidence", "fallback_on_low_confidence", "state", "when", "cache", "budget", "timeout",
-        "fallback", *_GENERATIVE)
+        "fallback", "headers", *_GENERATIVE)
 
 
 class SettingsError(ValueError):
@@ -117,10 +114,7 @@ def _map(raw: dict[str, Any], key: str, known: tuple[str, ...]) -> dict[str, Any
         raise SettingsError(f"settings.{key}: must be a map, found {type(v).__name__}")
     extra = sorted(set(v) - set(known))
     if extra:
-        hint = ("; request headers are not part of the hook projection in this build"
-                if key == "state" and extra[0] == "headers"
-                else "")
-        raise SettingsError(f"settings.{key}.{extra[0]}: not a {key} setting (known: {', '.join(known)}){hint}")
+        raise SettingsError(f"settings.{key}.{extra[0]}: not a {key} setting (known: {', '.join(known)})")
     return v
 
 
@@ -177,7 +171,14 @@ def parse(raw: Any) -> Settings:
             raise SettingsError("settings.on_low_confidence: set either on_low_confidence or "
                                 "fallback_on_low_confidence: true, not both")
     temperature = _num(raw, "temperature", 0.05, 1e-6, 100.0, "settings")
-    state = _map(raw, "state", ("max_bytes", "redact", "headers") if HEADERS_PROJECTED else ("max_bytes", "redact"))
+    faults = header_faults(_schema(), raw)
+    if faults:
+        raise SettingsError(f"settings.{faults[0][0]}: {faults[0][1]}")
+    cel_headers = raw.get("headers", [])
+    if not isinstance(cel_headers, list) or not all(isinstance(h, str) and h.strip() for h in cel_headers):
+        raise SettingsError("settings.headers: must be a list of request header names")
+    allowed = tuple(dict.fromkeys(h.strip().lower() for h in cel_headers))
+    state = _map(raw, "state", ("max_bytes", "redact", "headers"))
     headers = state.get("headers", [])
     if not isinstance(headers, list) or not all(isinstance(h, str) and h.strip() for h in headers):
         raise SettingsError("settings.state.headers: must be a list of request header names")
@@ -202,6 +203,10 @@ def parse(raw: Any) -> Settings:
         when = compile_expr(raw["when"], "settings.when") if "when" in raw else None
         key = compile_expr(cache["key"], "settings.cache.key") if "key" in cache else None
         fallback = tuple(RuleSet(f, f"settings.fallback[{i}]") for i, f in enumerate(fallback_raw))
+        for where, text in (("settings.when", raw.get("when")), ("settings.cache.key", cache.get("key"))):
+            _check_expr_headers(text, allowed, where)
+        for i, f in enumerate(fallback):
+            check_headers(f.rules, allowed, f"settings.fallback[{i}]", "settings.headers")
     except RulesError as e:
         raise SettingsError(str(e)) from None
     instructions = raw.get("instructions", "")
@@ -221,6 +226,26 @@ def parse(raw: Any) -> Settings:
         timeout_ms=int(_int(raw, "timeout", 1000, 1, "settings") or 1000), fallback=fallback,
         req_fields=fields_of([raw.get("when", ""), cache.get("key", "")]).union(*(f.fields for f in fallback)),
         generative=generative)
+
+
+def _schema() -> dict[str, Any]:
+    from busbar_ai_router_hook import SETTINGS_SCHEMA
+
+    return SETTINGS_SCHEMA
+
+
+def _check_expr_headers(text: Any, allowed: tuple[str, ...], where: str) -> None:
+    """A CEL setting that reads ``req.headers`` needs every header it names in ``settings.headers``
+    (only those are projected); the rules hook's check, for a lone expression."""
+    if not isinstance(text, str) or "headers" not in fields_of([text]):
+        return
+    if not allowed:
+        raise RulesError(f"{where}: reads req.headers but settings.headers lists no header; only the headers "
+                         f"listed there are projected")
+    for name in header_refs(text):
+        if name not in allowed:
+            raise RulesError(f"{where}: reads header '{name}', which settings.headers does not list "
+                             f"({', '.join(allowed)}); add it there")
 
 
 def _secret(ref: Any, where: str) -> str:
