@@ -43,8 +43,12 @@ def answers(monkeypatch):
 
 
 def _export_one(tracing, name: str) -> None:
-    tracing.tracer.start_span(name).end()
-    tracing.provider.force_flush(timeout_millis=5000)
+    from busbar.proxy.record import RequestRecord
+
+    record = RequestRecord("POST", "/v1/chat/completions", "openai")
+    record.called, record.status = name, 200
+    record.finish([tracing.finisher])
+    tracing.exporter.flush()
 
 
 def test_a_name_that_rebinds_to_a_metadata_address_is_refused_at_connect_time(receiver, answers, caplog):
@@ -68,13 +72,14 @@ def test_a_name_that_rebinds_to_a_metadata_address_is_refused_at_connect_time(re
         assert (tracing.refused, receiver.requests) == (2, [])
         answers["addrs"] = ["127.0.0.1"]                   # back to loopback: the same exporter connects
         _export_one(tracing, "served")
-        assert [s.name for s in receiver.spans()] == ["served"]
+        assert [s.name for s in receiver.spans()] == ["chat served"]
+        assert tracing.exporter.dropped == {"queue_full": 0, "export_failed": 2}   # the two refused batches
         assert tracing.refused == 2
         holder = type("M", (), {"registry": CollectorRegistry()})()
         tracing.count_into(holder)                         # what /metrics serves with a metrics: block
         assert "busbar_otlp_connect_refused_total 2.0\n" in generate_latest(holder.registry).decode()
     finally:
-        tracing.provider.shutdown()
+        tracing.shutdown()
 
 
 @pytest.mark.parametrize(("addrs", "line"), [

@@ -43,6 +43,11 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
+                if self.path == "/refuse":                    # a collector that rejects the batch
+                    self.send_response(400)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
                 msg = ExportTraceServiceRequest()
                 msg.ParseFromString(body)
                 outer.requests.append(({k.lower(): v for k, v in self.headers.items()}, msg))
@@ -132,27 +137,35 @@ def test_a_remote_plaintext_or_private_target_is_refused_at_boot(tmp_path, url, 
     assert run.stderr.splitlines()[0] == line
 
 
-def test_hook_decisions_become_child_spans_of_the_request():
-    """A gate decision noted by the hook chain (busbar.observe.decisions) is a ``hook <name>`` child span;
-    the SDK's own in-memory exporter collects what the finisher emits."""
-    from busbar.observe import decisions
-    from busbar.observe.traces import Tracing
+def _record(called: str = "smart"):
     from busbar.proxy.record import RequestRecord
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing = Tracing(provider, provider.get_tracer("test"), "memory")
 
     class _Call:
         record = RequestRecord("POST", "/v1/chat/completions", "openai")
 
     call = _Call()
+    call.record.called, call.record.status = called, 200
+    return call
+
+
+def _encode(*records):
+    """The export request the exporter's thread would send for ``records`` (no lane served them)."""
+    import time
+
+    from busbar.observe.otlp import Origin, Templates, encode
+    from busbar.observe.otlp_export import Item
+
+    return encode([Item(r, r.usage, None, None) for r in records], Origin({"service.name": "busbar"}, "busbar", "t"),
+                  Templates(), time.time_ns())
+
+
+def test_hook_decisions_become_child_spans_of_the_request():
+    """A gate decision noted by the hook chain (busbar.observe.decisions) is a ``hook <name>`` child span
+    of the request span in what the exporter encodes."""
+    from busbar.observe import decisions
+
+    call = _record()
     rec = call.record
-    rec.called, rec.status = "smart", 200
     decisions.note(call, "router", None, rec.started)        # off: nothing is noted
     assert "hook_decisions" not in rec.extra
     decisions.enabled = True
@@ -161,12 +174,77 @@ def test_hook_decisions_become_child_spans_of_the_request():
         decisions.note(call, "guard", "timeout", rec.started)
     finally:
         decisions.enabled = False
-    rec.finish([tracing.finisher])
-    spans = {s.name: s for s in exporter.get_finished_spans()}
+    rec.finish([])
+    msg = _encode(rec)
+    (rs,) = msg.resource_spans
+    assert _attrs(rs.resource) == {"service.name": "busbar"}
+    (ss,) = rs.scope_spans
+    assert (ss.scope.name, ss.scope.version) == ("busbar", "t")
+    spans = {s.name: s for s in ss.spans}
     assert set(spans) == {"chat smart", "hook router", "hook guard"}
     root = spans["chat smart"]
+    assert (root.parent_span_id, len(root.trace_id), len(root.span_id)) == (b"", 16, 8)
     for name, verdict in (("hook router", "decided"), ("hook guard", "failed: timeout")):
         s = spans[name]
-        assert s.parent is not None and s.parent.span_id == root.context.span_id
-        assert dict(s.attributes) == {"busbar.hook": name.split()[1], "busbar.hook.verdict": verdict}
-        assert root.start_time <= s.start_time <= s.end_time <= root.end_time
+        assert (s.parent_span_id, s.trace_id, s.kind) == (root.span_id, root.trace_id, 1)      # INTERNAL
+        assert _attrs(s) == {"busbar.hook": name.split()[1], "busbar.hook.verdict": verdict}
+        assert root.start_time_unix_nano <= s.start_time_unix_nano <= s.end_time_unix_nano \
+            <= root.end_time_unix_nano
+
+
+def test_every_request_gets_its_own_trace_and_shared_parts_are_not_mixed_up():
+    """Span templates are shared between requests (busbar.observe.otlp.Templates): two requests to the
+    same pool keep their own ids, tokens and request ids; a failed one has status ERROR."""
+    from busbar.ir.model import Usage
+
+    one, two = _record("pool-a").record, _record("pool-a").record
+    one._usage, two._usage = Usage(input_tokens=3, output_tokens=4), Usage(input_tokens=30, output_tokens=40)
+    two.status = 502
+    for r in (one, two):
+        r.finish([])
+    a, b = _encode(one, two).resource_spans[0].scope_spans[0].spans
+    assert a.trace_id != b.trace_id and a.span_id != b.span_id
+    assert {k: v for k, v in _attrs(a).items() if k.startswith(("gen_ai.usage", "busbar.request_id", "busbar.out"))} \
+        == {"gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 4, "busbar.request_id": one.request_id,
+            "busbar.outcome": "ok"}
+    assert {k: v for k, v in _attrs(b).items() if k.startswith(("gen_ai.usage", "busbar.request_id", "busbar.out"))} \
+        == {"gen_ai.usage.input_tokens": 30, "gen_ai.usage.output_tokens": 40, "busbar.request_id": two.request_id,
+            "busbar.outcome": "error"}
+    assert (a.status.code, b.status.code, b.status.message) == (0, 2, "error")
+
+
+def test_a_full_queue_drops_and_counts_and_never_blocks(receiver):
+    """The request path only appends to a bounded queue: past ``queue`` waiting requests each further one is
+    dropped and counted (``busbar_otlp_traces_dropped_total{reason="queue_full"}``); what was queued is
+    still sent, in batches of ``batch``; a batch the collector refuses counts as ``export_failed``."""
+    import requests
+    from busbar.observe.otlp_export import Exporter
+    from busbar.observe.traces import Tracing
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    sent: list[int] = []
+
+    def encoder(items, now_ns):
+        sent.append(len(items))
+        return _encode(*(i.record for i in items)).SerializeToString()
+
+    url = f"http://127.0.0.1:{receiver.port}/v1/traces"
+    session = requests.Session()
+    tracing = Tracing(Exporter(url, {}, session, encoder, queue=5, batch=2), "test")
+    for _ in range(8):                                    # thread not started: nothing drains the queue
+        tracing.finisher(_record().record)
+    assert tracing.exporter.dropped == {"queue_full": 3, "export_failed": 0}
+    tracing.shutdown()                                    # sends the 5 queued, 2 + 2 + 1
+    assert sent == [2, 2, 1]
+    assert len(receiver.spans()) == 5
+    tracing.exporter.url = url.replace("/v1/traces", "/refuse")
+    tracing.finisher(_record().record)
+    tracing.exporter.flush()
+    assert tracing.exporter.dropped == {"queue_full": 3, "export_failed": 1}
+    holder = type("M", (), {"registry": CollectorRegistry()})()
+    tracing.count_into(holder)
+    text = generate_latest(holder.registry).decode()
+    assert 'busbar_otlp_traces_dropped_total{reason="queue_full"} 3.0\n' in text
+    assert 'busbar_otlp_traces_dropped_total{reason="export_failed"} 1.0\n' in text
+    assert "busbar_otlp_connect_refused_total 0.0\n" in text
+    session.close()

@@ -1,11 +1,15 @@
-"""OTLP/HTTP traces (``observability.otlp_url``) with opentelemetry-sdk: one span per request, one child
-span per upstream attempt, hook decisions as child spans.
+"""OTLP/HTTP traces (``observability.otlp_url``): one span per request, one child span per upstream
+attempt, hook decisions as child spans.
 
 :func:`build_tracer` (at boot) checks the URL and returns a :class:`Tracing` (or ``None`` without
-``otlp_url``); ``tracing.finisher`` is a process-wide ``RequestRecord`` finisher that turns a finished
-request into spans after the fact (the record holds every time, so nothing runs on the request path
-before the reply is sent); ``tracing.shutdown()`` flushes what is queued (the lifecycle calls it at
-shutdown, after the drain).
+``otlp_url``); ``tracing.finisher`` is a process-wide ``RequestRecord`` finisher that only queues the
+finished record (``busbar.observe.otlp_export.Exporter.put``: bounded, never blocks, a full queue
+drops and counts); the exporter's thread turns batches of records straight into OTLP protobuf
+(``busbar.observe.otlp.encode``: opentelemetry-proto messages, no opentelemetry-sdk span objects, so
+the event loop pays one append per request) and POSTs them; ``tracing.start()`` starts that thread
+and ``tracing.shutdown()`` sends what is queued (the lifecycle calls it at shutdown, after the
+drain). The resource is opentelemetry-sdk's ``Resource.create`` (``service.name`` ``busbar``,
+``service.version``, the ``telemetry.sdk.*`` and ``OTEL_RESOURCE_ATTRIBUTES`` ones), built once.
 
 Spans (start and end times are the request's own; ``perf_counter`` times mapped onto the wall clock):
 
@@ -33,7 +37,8 @@ host once, judges every address with the sdk's rule (``HostGuard.check_addresses
 a checked literal only, so a name that resolves to a refused address later (DNS rebinding) is never
 connected to; each refusal is counted (``busbar_otlp_connect_refused_total`` with a ``metrics:``
 block; :attr:`Tracing.refused`) and logged at most once a minute, and that batch of spans is
-dropped (not retried). Userinfo
+dropped (not retried). Requests whose spans were dropped (queue full, batch not delivered) count in
+``busbar_otlp_traces_dropped_total{reason}``. Userinfo
 (``https://user:pass@host/v1/traces``) becomes an ``Authorization: Basic`` header and is removed
 from the URL the exporter uses and from every log line (:func:`split_userinfo`).
 
@@ -44,17 +49,16 @@ from __future__ import annotations
 import base64
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from busbar.faults import FaultList
+from busbar.observe.otlp_export import Exporter, Item
 
 if TYPE_CHECKING:
     from busbar_sdk.ssrf import HostGuard
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.trace import Tracer
 
     from busbar.config.load import LoadedConfig
     from busbar.proxy.record import RequestRecord
@@ -125,11 +129,11 @@ def _check_resolved(url: str, guard: HostGuard) -> None:
 
 @dataclass
 class Tracing:
-    """The installed exporter: ``provider`` (an SDK ``TracerProvider``), ``tracer``, ``target`` (the
-    URL without userinfo, for logs); ``refused``: connections the SSRF guard refused at connect time."""
+    """The installed exporter: ``exporter`` (queue and thread), ``target`` (the URL without
+    userinfo, for logs); ``state``: the running app (for the serving lane's provider and upstream
+    model); ``refused``: connections the SSRF guard refused at connect time."""
 
-    provider: TracerProvider
-    tracer: Tracer
+    exporter: Exporter
     target: str
     state: AppState | None = None
     refused: int = 0
@@ -147,70 +151,31 @@ class Tracing:
                         "(%d refusal(s) so far)", blocked, self.refused)
 
     def count_into(self, metrics: Any) -> None:
-        """Serve :attr:`refused` as ``busbar_otlp_connect_refused_total`` on ``metrics``' registry
-        (a ``busbar.proxy.metrics.Metrics``; nothing when metrics are off)."""
+        """Serve :attr:`refused` as ``busbar_otlp_connect_refused_total`` and the exporter's drops as
+        ``busbar_otlp_traces_dropped_total{reason}`` on ``metrics``' registry (a
+        ``busbar.proxy.metrics.Metrics``; nothing when metrics are off)."""
         registry = getattr(metrics, "registry", None)
         if registry is not None:
-            registry.register(_RefusedCollector(self))
+            registry.register(_Collector(self))
 
     def finisher(self, record: RequestRecord) -> None:
-        """Spans for a finished ``record`` (a ``busbar.proxy.record.Finisher``)."""
-        from opentelemetry import trace
-        from opentelemetry.trace import SpanKind, Status, StatusCode
-
-        offset_ns = int(record.started_wall * 1e9) - int(record.started * 1e9)
-
-        def ns(t: float | None) -> int:
-            return offset_ns + int((t if t is not None else time.perf_counter()) * 1e9)
-
-        usage = record.usage
-        lane = None
-        if self.state is not None and record.lane is not None:
+        """Queue a finished ``record`` for export (a ``busbar.proxy.record.Finisher``): its usage and
+        the serving lane's provider protocol and upstream model are read now, the spans are made on
+        the exporter's thread."""
+        provider = upstream = None
+        if record.lane is not None and self.state is not None:
             lane = self.state.gateway.lanes.get(record.lane)
-        model = record.called or ""
-        attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "chat", "gen_ai.request.model": model,
-            "gen_ai.usage.input_tokens": usage.input_tokens, "gen_ai.usage.output_tokens": usage.output_tokens,
-            "http.response.status_code": record.status, "busbar.request_id": record.request_id,
-            "busbar.ingress_protocol": record.ingress, "busbar.outcome": record.outcome,
-            "busbar.failover.hops": record.hops,
-        }
-        if record.pool is not None:
-            attrs["busbar.pool"] = record.pool
-        if record.lane is not None:
-            attrs["busbar.lane"] = record.lane
-        if lane is not None:
-            attrs["gen_ai.provider.name"] = lane.provider.protocol
-            attrs["gen_ai.response.model"] = lane.upstream_model
-        root = self.tracer.start_span(f"chat {model}".strip(), kind=SpanKind.SERVER, attributes=attrs,
-                                      start_time=ns(record.started))
-        if record.outcome != "ok":
-            root.set_status(Status(StatusCode.ERROR, record.outcome))
-        ctx = trace.set_span_in_context(root)
-        for hop, note in enumerate(record.attempts):
-            a_attrs: dict[str, Any] = {"busbar.lane": note.lane, "busbar.pool": note.pool,
-                                       "busbar.failover.hop": hop, "busbar.attempt.outcome": note.outcome}
-            if note.status is not None:
-                a_attrs["http.response.status_code"] = note.status
-            span = self.tracer.start_span(f"attempt {note.lane}", context=ctx, kind=SpanKind.CLIENT,
-                                          attributes=a_attrs, start_time=ns(note.started))
-            if note.outcome != "ok":
-                span.set_status(Status(StatusCode.ERROR, note.outcome or "unfinished"))
-            span.end(end_time=ns(note.ended if note.ended is not None else record.ended))
-        for d in record.extra.get("hook_decisions", ()):
-            span = self.tracer.start_span(f"hook {d.get('hook', '')}", context=ctx, kind=SpanKind.INTERNAL,
-                                          attributes={"busbar.hook": str(d.get("hook", "")),
-                                                      "busbar.hook.verdict": str(d.get("verdict", ""))},
-                                          start_time=ns(d.get("started")))
-            span.end(end_time=ns(d.get("ended")))
-        root.end(end_time=ns(record.ended))
+            if lane is not None:
+                provider, upstream = lane.provider.protocol, lane.upstream_model
+        self.exporter.put(Item(record, record.usage, provider, upstream))
+
+    def start(self) -> None:
+        """Start the exporter's thread (the lifecycle calls it once the app runs)."""
+        self.exporter.start()
 
     def shutdown(self) -> None:
-        """Flush queued spans and stop the exporter (bounded by the exporter's own timeout)."""
-        try:
-            self.provider.force_flush(timeout_millis=5000)
-        finally:
-            self.provider.shutdown()
+        """Send what is queued and stop the exporter (bounded by the exporter's own timeout)."""
+        self.exporter.close()
 
 
 def build_tracer(loaded: LoadedConfig) -> Tracing | None:
@@ -222,12 +187,11 @@ def build_tracer(loaded: LoadedConfig) -> Tracing | None:
     url = loaded.config.observability.otlp_url
     if url is None:
         return None
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     from busbar import __version__
+    from busbar.observe import decisions
+    from busbar.observe.otlp import Origin, Templates, encode
     from busbar.security.sync_session import guarded_session
 
     target, headers = split_userinfo(url)
@@ -236,20 +200,22 @@ def build_tracer(loaded: LoadedConfig) -> Tracing | None:
     box: list[Tracing] = []
     # checked at connect time; no redirects, no proxy or netrc from the environment
     session = guarded_session(guard, lambda blocked: box[0].connect_refused(blocked))
-    exporter = OTLPSpanExporter(endpoint=target, headers=headers, timeout=10, session=session)
-    provider = TracerProvider(resource=Resource.create({"service.name": "busbar",
-                                                        "service.version": __version__}))
-    provider.add_span_processor(BatchSpanProcessor(exporter))
-    from busbar.observe import decisions
+    resource = Resource.create({"service.name": "busbar", "service.version": __version__})
+    origin, templates = Origin(dict(resource.attributes), "busbar", __version__), Templates()
+
+    def encoder(items: Sequence[Item], now_ns: int) -> bytes:
+        body: bytes = encode(items, origin, templates, now_ns).SerializeToString()
+        return body
 
     decisions.enabled = True                       # the hook chain notes its gates' decisions
     log.info("exporting traces to %s (OTLP/HTTP)", target)
-    box.append(Tracing(provider, provider.get_tracer("busbar", __version__), target))
+    box.append(Tracing(Exporter(target, headers, session, encoder), target))
     return box[0]
 
 
-class _RefusedCollector:
-    """``busbar_otlp_connect_refused_total``: the exporter's connections refused at connect time."""
+class _Collector:
+    """``busbar_otlp_connect_refused_total`` (the exporter's connections refused at connect time) and
+    ``busbar_otlp_traces_dropped_total{reason}`` (requests whose spans were dropped)."""
 
     def __init__(self, tracing: Tracing) -> None:
         self.tracing = tracing
@@ -262,3 +228,9 @@ class _RefusedCollector:
 
         yield CounterMetricFamily("busbar_otlp_connect_refused", "OTLP exporter connections refused at connect "
                                   "time by the SSRF guard", value=self.tracing.refused)
+        dropped = CounterMetricFamily("busbar_otlp_traces_dropped", "Requests whose OTLP spans were dropped: "
+                                      "queue_full (the export queue was full), export_failed (not delivered)",
+                                      labels=["reason"])
+        for reason, n in self.tracing.exporter.dropped.items():
+            dropped.add_metric([reason], n)
+        yield dropped

@@ -10,8 +10,8 @@ never to a second resolution. TLS is unaffected: urllib3 still sends SNI and ver
 certificate against the URL's host name. A refusal raises :class:`~busbar_sdk.ssrf.SsrfBlocked`
 (not a connection error, so clients do not retry it) after ``on_refused(exc)`` has run.
 
-Used by the OTLP trace exporter (``busbar.observe.traces``), whose opentelemetry client takes a
-``requests`` session. The async clients use :mod:`busbar.security.connector`.
+Used by the OTLP trace exporter (``busbar.observe.otlp_export``), which POSTs through a ``requests``
+session. The async clients use :mod:`busbar.security.connector`.
 
 Source: docs/security.md (SSRF guard), docs/operations.md#traces-otlp.
 """

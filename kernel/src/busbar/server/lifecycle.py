@@ -112,7 +112,8 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
     state.finishers.append(lambda rec: state.gateway.metrics.finished(rec, state.gateway))  # latency, tokens
     if tracing is not None:
         tracing.state = state
-        tracing.count_into(gateway.metrics)               # busbar_otlp_connect_refused_total
+        tracing.count_into(gateway.metrics)               # busbar_otlp_connect_refused_total, _traces_dropped_total
+        tracing.start()                                   # the exporter thread
         state.finishers.append(tracing.finisher)          # spans per request and attempt
     webhook, logfile = build_sinks(loaded, gateway.metrics)
     for sink in (webhook, logfile):

@@ -1,0 +1,194 @@
+"""Finished requests straight into OTLP protobuf: :func:`encode` turns a batch of queued
+:class:`Item` (a ``RequestRecord`` and what was resolved when it finished) into one
+``ExportTraceServiceRequest`` (``opentelemetry-proto``'s generated classes, C-backed protobuf), with
+no opentelemetry-sdk span objects in between.
+
+Per request (start and end times are the request's own ``perf_counter`` times mapped onto the wall
+clock with the record's ``started_wall``; ids from :func:`os.urandom`, a fresh trace per request):
+
+- ``<operation> <model>`` (kind SERVER): :func:`root_attributes`; status ERROR (message: the outcome)
+  unless the outcome is ``ok``;
+- ``attempt <lane>`` (kind CLIENT), one per upstream attempt in order: ``busbar.lane``,
+  ``busbar.pool``, ``busbar.failover.hop`` (0 = the first attempt), ``busbar.attempt.outcome``,
+  ``http.response.status_code`` when the upstream answered; status ERROR unless ``ok``;
+- ``hook <name>`` (kind INTERNAL), one per gate decision noted in ``record.extra["hook_decisions"]``
+  (``busbar.observe.decisions``): ``busbar.hook``, ``busbar.hook.verdict``.
+
+Source: docs/operations.md#traces-otlp
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from busbar.observe.otlp_export import Item
+
+if TYPE_CHECKING:
+    from busbar.proxy.record import AttemptNote
+
+__all__ = ["Item", "Origin", "Templates", "encode", "root_attributes"]
+
+_SERVER, _CLIENT, _INTERNAL = Span.SPAN_KIND_SERVER, Span.SPAN_KIND_CLIENT, Span.SPAN_KIND_INTERNAL
+_ERROR = Status.STATUS_CODE_ERROR
+_FLAGS = 0x101            # sampled; the parent's remoteness is known (not remote)
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Who sends the spans: ``resource`` attributes (``service.name``, ``service.version``, the
+    ``OTEL_RESOURCE_ATTRIBUTES`` ones, ...) and the instrumentation scope ``scope`` / ``version``."""
+
+    resource: Mapping[str, Any]
+    scope: str
+    version: str
+
+
+def _value(v: Any) -> AnyValue:
+    """An attribute value: ``bool``, ``int``, ``float``, ``str``; anything else as its ``str``."""
+    if isinstance(v, bool):
+        return AnyValue(bool_value=v)
+    if isinstance(v, int):
+        return AnyValue(int_value=v)
+    if isinstance(v, float):
+        return AnyValue(double_value=v)
+    return AnyValue(string_value=v if isinstance(v, str) else str(v))
+
+
+def _kvs(attrs: Mapping[str, Any]) -> list[KeyValue]:
+    return [KeyValue(key=k, value=_value(v)) for k, v in attrs.items()]
+
+
+def root_attributes(item: Item) -> dict[str, str | int]:
+    """The request span's attributes: ``gen_ai.operation.name`` (``chat``), ``gen_ai.request.model``
+    (the pool or model asked for), ``gen_ai.usage.input_tokens`` / ``output_tokens``,
+    ``http.response.status_code``, ``busbar.request_id``, ``busbar.ingress_protocol``,
+    ``busbar.outcome``, ``busbar.failover.hops``; ``busbar.pool`` / ``busbar.lane`` when known;
+    ``gen_ai.provider.name`` / ``gen_ai.response.model`` when a lane served it."""
+    record, usage = item.record, item.usage
+    return {**_root_fixed(item), "gen_ai.usage.input_tokens": usage.input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens, "busbar.request_id": record.request_id}
+
+
+def _root_fixed(item: Item) -> dict[str, str | int]:
+    """The request span's attributes that many requests share (all but the tokens and the id)."""
+    record = item.record
+    attrs: dict[str, str | int] = {
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": record.called or "",
+        "http.response.status_code": record.status, "busbar.ingress_protocol": record.ingress,
+        "busbar.outcome": record.outcome, "busbar.failover.hops": record.hops,
+    }
+    if record.pool is not None:
+        attrs["busbar.pool"] = record.pool
+    if record.lane is not None:
+        attrs["busbar.lane"] = record.lane
+    if item.provider is not None:
+        attrs["gen_ai.provider.name"] = item.provider
+    if item.upstream_model is not None:
+        attrs["gen_ai.response.model"] = item.upstream_model
+    return attrs
+
+
+class Templates:
+    """Serialized span parts that repeat across requests (name, kind, flags, status and the
+    attributes that depend on configured names, statuses and outcomes only), keyed by what they are
+    made of: a span is then one ``add`` with its ids and times plus one ``MergeFromString`` of its
+    template, instead of a protobuf message per attribute. At most ``limit`` entries (cleared when
+    full; the keys come from configured names, so a working set is small)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self._cache: dict[tuple[Any, ...], bytes] = {}
+
+    def _get(self, key: tuple[Any, ...], make: Any) -> bytes:
+        got = self._cache.get(key)
+        if got is None:
+            if len(self._cache) >= self.limit:
+                self._cache.clear()
+            got = self._cache[key] = make().SerializeToString()
+        return got
+
+    def root(self, item: Item) -> bytes:
+        """The request span's template: name, kind SERVER, status, :func:`_root_fixed` attributes."""
+        record = item.record
+        key = ("r", record.called, record.status, record.ingress, record.outcome, len(record.attempts),
+               record.pool, record.lane, item.provider, item.upstream_model)
+
+        def make() -> Span:
+            outcome = record.outcome
+            span = Span(name=f"chat {record.called or ''}".strip(), kind=_SERVER, flags=_FLAGS,
+                        attributes=_kvs(_root_fixed(item)))
+            if outcome != "ok":
+                span.status.code, span.status.message = _ERROR, outcome
+            return span
+        return self._get(key, make)
+
+    def attempt(self, note: AttemptNote, hop: int) -> bytes:
+        """An attempt span's template: name, kind CLIENT, status and all its attributes."""
+        key = ("a", note.lane, note.pool, hop, note.outcome, note.status)
+
+        def make() -> Span:
+            attrs: dict[str, str | int] = {"busbar.lane": note.lane, "busbar.pool": note.pool,
+                                           "busbar.failover.hop": hop, "busbar.attempt.outcome": note.outcome}
+            if note.status is not None:
+                attrs["http.response.status_code"] = note.status
+            span = Span(name=f"attempt {note.lane}", kind=_CLIENT, flags=_FLAGS, attributes=_kvs(attrs))
+            if note.outcome != "ok":
+                span.status.code, span.status.message = _ERROR, note.outcome or "unfinished"
+            return span
+        return self._get(key, make)
+
+    def hook(self, hook: str, verdict: str) -> bytes:
+        """A hook decision span's template: name, kind INTERNAL, ``busbar.hook``, ``busbar.hook.verdict``."""
+        return self._get(("h", hook, verdict), lambda: Span(
+            name=f"hook {hook}", kind=_INTERNAL, flags=_FLAGS,
+            attributes=_kvs({"busbar.hook": hook, "busbar.hook.verdict": verdict})))
+
+
+def _add_spans(spans: Any, item: Item, templates: Templates, now_ns: int) -> None:
+    """Append the request span and its children for one item to the repeated field ``spans``
+    (``now_ns``: the end of anything unfinished)."""
+    record = item.record
+    offset_ns = int(record.started_wall * 1e9) - int(record.started * 1e9)
+
+    def ns(t: float | None) -> int:
+        return now_ns if t is None else offset_ns + int(t * 1e9)
+
+    trace_id, root_id = os.urandom(16), os.urandom(8)
+    root_end = ns(record.ended)
+    root = spans.add(trace_id=trace_id, span_id=root_id, start_time_unix_nano=ns(record.started),
+                     end_time_unix_nano=root_end)
+    root.MergeFromString(templates.root(item))
+    usage, add = item.usage, root.attributes.add
+    add(key="gen_ai.usage.input_tokens").value.int_value = usage.input_tokens
+    add(key="gen_ai.usage.output_tokens").value.int_value = usage.output_tokens
+    add(key="busbar.request_id").value.string_value = record.request_id
+    for hop, note in enumerate(record.attempts):
+        spans.add(trace_id=trace_id, span_id=os.urandom(8), parent_span_id=root_id,
+                  start_time_unix_nano=ns(note.started),
+                  end_time_unix_nano=root_end if note.ended is None else ns(note.ended),
+                  ).MergeFromString(templates.attempt(note, hop))
+    for d in record.extra.get("hook_decisions", ()):
+        spans.add(trace_id=trace_id, span_id=os.urandom(8), parent_span_id=root_id,
+                  start_time_unix_nano=ns(d.get("started")), end_time_unix_nano=ns(d.get("ended")),
+                  ).MergeFromString(templates.hook(str(d.get("hook", "")), str(d.get("verdict", ""))))
+
+
+def encode(items: Sequence[Item], origin: Origin, templates: Templates, now_ns: int) -> ExportTraceServiceRequest:
+    """One export request for ``items``: one resource, one scope, every item's spans in order
+    (``templates``: the exporter's :class:`Templates`, kept across batches). ``now_ns`` (Unix
+    nanoseconds) ends what a record left unfinished."""
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.extend(_kvs(origin.resource))
+    ss = rs.scope_spans.add()
+    ss.scope.name, ss.scope.version = origin.scope, origin.version
+    spans = ss.spans
+    for item in items:
+        _add_spans(spans, item, templates, now_ns)
+    return req
