@@ -21,6 +21,7 @@ plain's, also as a percentage of plain's added p50 (the issue's target: <= 10 %)
 the busbar process's own CPU time (``/proc/<pid>/stat``) over the requests of its runs.
 
 Usage: .venv/bin/python bench/bench_ops_gwbench.py --gwbench DIR [--duration 3 --reps 3 --conc 1,16]
+[--series plain,otlp]
 (DIR: the gwbench harness; default $GWBENCH). Needs wrk (Debian package ``wrk``).
 """
 from __future__ import annotations
@@ -92,6 +93,8 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=3.0, help="seconds per wrk run")
     ap.add_argument("--reps", type=int, default=3, help="rounds (each runs every target once per concurrency)")
     ap.add_argument("--conc", default="1,16", help="concurrencies, comma-separated")
+    ap.add_argument("--series", default="plain,https,access,otlp",
+                    help="busbar series to run, comma-separated (plain is the reference and always runs)")
     ap.add_argument("--json", help="write the raw runs here")
     a = ap.parse_args()
     if not a.gwbench:
@@ -120,6 +123,11 @@ def main() -> int:
                 "otlp": (base + f'observability: {{ otlp_url: "http://127.0.0.1:{sink.server_address[1]}'
                                 f'/v1/traces" }}\n', "warn", None),
             }
+            wanted = {"plain", *a.series.split(",")}
+            unknown = wanted - set(variants)
+            if unknown:
+                raise SystemExit(f"bench_ops_gwbench: unknown --series {', '.join(sorted(unknown))}")
+            variants = {k: v for k, v in variants.items() if k in wanted}
             urls = {"direct": mock_base + "/d0/v1/chat/completions"}
             for name, (yaml, level, verify) in variants.items():
                 proc, url = _start(name, yaml, tmp, level, verify)

@@ -27,6 +27,7 @@ def receiver():
     r = Receiver()
     yield r
     r.server.shutdown()
+    r.server.server_close()
 
 
 @pytest.fixture

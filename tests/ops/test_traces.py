@@ -80,6 +80,7 @@ def receiver():
     r = Receiver()
     yield r
     r.server.shutdown()
+    r.server.server_close()
 
 
 def test_request_and_attempt_spans_reach_the_collector_and_flush_at_shutdown(gateway_factory, mock, receiver):
@@ -229,12 +230,11 @@ def test_a_full_queue_drops_and_counts_and_never_blocks(receiver):
         return _encode(*(i.record for i in items)).SerializeToString()
 
     url = f"http://127.0.0.1:{receiver.port}/v1/traces"
-    session = requests.Session()
-    tracing = Tracing(Exporter(url, {}, session, encoder, queue=5, batch=2), "test")
+    tracing = Tracing(Exporter(url, {}, requests.Session(), encoder, queue=5, batch=2), "test")
     for _ in range(8):                                    # thread not started: nothing drains the queue
         tracing.finisher(_record().record)
     assert tracing.exporter.dropped == {"queue_full": 3, "export_failed": 0}
-    tracing.shutdown()                                    # sends the 5 queued, 2 + 2 + 1
+    tracing.exporter.flush()                              # sends the 5 queued, 2 + 2 + 1
     assert sent == [2, 2, 1]
     assert len(receiver.spans()) == 5
     tracing.exporter.url = url.replace("/v1/traces", "/refuse")
@@ -247,4 +247,5 @@ def test_a_full_queue_drops_and_counts_and_never_blocks(receiver):
     assert 'busbar_otlp_traces_dropped_total{reason="queue_full"} 3.0\n' in text
     assert 'busbar_otlp_traces_dropped_total{reason="export_failed"} 1.0\n' in text
     assert "busbar_otlp_connect_refused_total 0.0\n" in text
-    session.close()
+    tracing.shutdown()                                    # nothing left to send; closes the session
+    assert (sent, len(receiver.requests)) == ([2, 2, 1, 1], 3)

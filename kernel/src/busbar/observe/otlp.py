@@ -19,6 +19,7 @@ Source: docs/operations.md#traces-otlp
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,11 +33,13 @@ from busbar.observe.otlp_export import Item
 if TYPE_CHECKING:
     from busbar.proxy.record import AttemptNote
 
-__all__ = ["Item", "Origin", "Templates", "encode", "root_attributes"]
+__all__ = ["YIELD_EVERY", "Item", "Origin", "Templates", "encode", "root_attributes"]
 
 _SERVER, _CLIENT, _INTERNAL = Span.SPAN_KIND_SERVER, Span.SPAN_KIND_CLIENT, Span.SPAN_KIND_INTERNAL
 _ERROR = Status.STATUS_CODE_ERROR
 _FLAGS = 0x101            # sampled; the parent's remoteness is known (not remote)
+YIELD_EVERY = 32
+"""Requests encoded between two GIL releases (about 0.5 ms of CPU)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,13 +185,16 @@ def _add_spans(spans: Any, item: Item, templates: Templates, now_ns: int) -> Non
 def encode(items: Sequence[Item], origin: Origin, templates: Templates, now_ns: int) -> ExportTraceServiceRequest:
     """One export request for ``items``: one resource, one scope, every item's spans in order
     (``templates``: the exporter's :class:`Templates`, kept across batches). ``now_ns`` (Unix
-    nanoseconds) ends what a record left unfinished."""
+    nanoseconds) ends what a record left unfinished. Every :data:`YIELD_EVERY` requests the GIL is
+    released for a moment, so a batch never holds the event loop for a whole switch interval."""
     req = ExportTraceServiceRequest()
     rs = req.resource_spans.add()
     rs.resource.attributes.extend(_kvs(origin.resource))
     ss = rs.scope_spans.add()
     ss.scope.name, ss.scope.version = origin.scope, origin.version
     spans = ss.spans
-    for item in items:
+    for n, item in enumerate(items, 1):
         _add_spans(spans, item, templates, now_ns)
+        if n % YIELD_EVERY == 0:
+            time.sleep(0)                  # let the event loop's thread take the GIL between slices
     return req
