@@ -64,12 +64,13 @@ class _Sink(BaseHTTPRequestHandler):
         pass
 
 
-def _start(name: str, yaml: str, tmp: Path, level: str, verify: ssl.SSLContext | None) -> tuple[subprocess.Popen, str]:
+def _start(name: str, yaml: str, tmp: Path, level: str, verify: ssl.SSLContext | None,
+           extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cfg = tmp / f"{name}.yaml"
     cfg.write_text(yaml.replace("{port}", str(port)))
     log = open(tmp / f"{name}.log", "wb")  # noqa: SIM115 - the child writes it
-    env = {**os.environ, "T_OPENAI_KEY": "sk-x", "BUSBAR_LOG": level, "BUSBAR_STATE_FILE": ""}
+    env = {**os.environ, "T_OPENAI_KEY": "sk-x", "BUSBAR_LOG": level, "BUSBAR_STATE_FILE": "", **(extra_env or {})}
     proc = subprocess.Popen([str(BIN / "busbar"), "--config", str(cfg)], env=env, stdout=log, stderr=log,
                             start_new_session=True)
     url = f"{'https' if verify else 'http'}://127.0.0.1:{port}"

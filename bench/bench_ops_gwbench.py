@@ -17,11 +17,13 @@ TLS, and its request body ``compare.make_body``) and runs them side by side, as 
   per round (no target always follows another); medians over ``--reps`` rounds.
 
 Busbar's added p50 = p50(target) - p50(direct) in the same round; each switch's cost = its added p50 -
-plain's, also as a percentage of plain's added p50 (the issue's target: <= 10 %). CPU ms per request is
+plain's, also as a percentage of plain's added p50 (the issue's target: <= 10 %); the paired lines
+take the median over rounds of (series - plain) within each round instead (p50 and CPU), which
+cancels the load drift between rounds. CPU ms per request is
 the busbar process's own CPU time (``/proc/<pid>/stat``) over the requests of its runs.
 
 Usage: .venv/bin/python bench/bench_ops_gwbench.py --gwbench DIR [--duration 3 --reps 3 --conc 1,16]
-[--series plain,otlp]
+[--series plain,otlp] [--ref-src DIR]
 (DIR: the gwbench harness; default $GWBENCH). Needs wrk (Debian package ``wrk``).
 """
 from __future__ import annotations
@@ -95,6 +97,8 @@ def main() -> int:
     ap.add_argument("--conc", default="1,16", help="concurrencies, comma-separated")
     ap.add_argument("--series", default="plain,https,access,otlp",
                     help="busbar series to run, comma-separated (plain is the reference and always runs)")
+    ap.add_argument("--ref-src", help="also run ``otlp-ref``: the otlp series with busbar imported from this "
+                    "kernel/src (another commit's, e.g. `git archive <commit> kernel/src | tar -x -C DIR`)")
     ap.add_argument("--json", help="write the raw runs here")
     a = ap.parse_args()
     if not a.gwbench:
@@ -123,14 +127,17 @@ def main() -> int:
                 "otlp": (base + f'observability: {{ otlp_url: "http://127.0.0.1:{sink.server_address[1]}'
                                 f'/v1/traces" }}\n', "warn", None),
             }
-            wanted = {"plain", *a.series.split(",")}
+            if a.ref_src:
+                variants["otlp-ref"] = variants["otlp"]
+            wanted = {"plain", *a.series.split(","), *(["otlp-ref"] if a.ref_src else [])}
             unknown = wanted - set(variants)
             if unknown:
                 raise SystemExit(f"bench_ops_gwbench: unknown --series {', '.join(sorted(unknown))}")
             variants = {k: v for k, v in variants.items() if k in wanted}
             urls = {"direct": mock_base + "/d0/v1/chat/completions"}
             for name, (yaml, level, verify) in variants.items():
-                proc, url = _start(name, yaml, tmp, level, verify)
+                ref = {"PYTHONPATH": str(Path(a.ref_src).resolve())} if name == "otlp-ref" else None
+                proc, url = _start(name, yaml, tmp, level, verify, ref)
                 procs[name] = proc
                 urls[name] = url + "/v1/chat/completions"
             bodies = {"direct": json.dumps(compare.make_body("mock-d0", False)),
@@ -175,6 +182,16 @@ def main() -> int:
                 per_round.append(t["p50_ms"] - d["p50_ms"])
             return statistics.median(per_round)
 
+        def paired(name: str, conc: int = conc) -> tuple[float, float]:
+            """Median over rounds of (name - plain) in the same round: added p50 ms, CPU ms/req."""
+            lat, cpu = [], []
+            for rep in range(a.reps):
+                (t,) = [r for r in runs if r["target"] == name and r["conc"] == conc and r["rep"] == rep]
+                (p,) = [r for r in runs if r["target"] == "plain" and r["conc"] == conc and r["rep"] == rep]
+                lat.append(t["p50_ms"] - p["p50_ms"])
+                cpu.append(t["cpu_s"] / max(t["requests"], 1) * 1000 - p["cpu_s"] / max(p["requests"], 1) * 1000)
+            return statistics.median(lat), statistics.median(cpu)
+
         print()
         print(f"concurrency {conc}:")
         print()
@@ -196,6 +213,13 @@ def main() -> int:
                         "" if name == "plain" else f"{100 * cost / plain:+.1f} %",
                         f"{cpu:.3f}" if cpu is not None else "", str(sum(cell(name, "errors")))]
             print("| " + " | ".join(row) + " |")
+        print()
+        print("paired by round (median of name - plain in the same round):")
+        for name in variants:
+            if name != "plain":
+                lat, cpu = paired(name)
+                print(f"- {name}: p50 {lat:+.3f} ms ({100 * lat / plain:+.1f} % of plain added p50), "
+                      f"CPU {cpu:+.3f} ms/req")
     return 0
 
 

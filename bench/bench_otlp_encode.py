@@ -3,7 +3,8 @@ it replaced, measured side by side in one process with ``time.process_time`` (CP
 so a loaded box inflates neither much):
 
 - ``finisher``: what runs on the event loop when a request finishes. Lean: ``Tracing.finisher``
-  (the lane lookup, ``record.usage``, one bounded-queue append). SDK: one ``start_span`` / ``end``
+  (the lane lookup, ``record.usage``, the record's fields copied into a flat tuple, one bounded-queue
+  append). SDK: one ``start_span`` / ``end``
   per span (attribute validation, sampler, context) into a span processor that only collects them
   (the ``BatchSpanProcessor``'s own queue append is not counted, so the SDK figure is a lower bound).
 - ``encode``: what the export thread spends turning a batch of 512 requests into the POST body.

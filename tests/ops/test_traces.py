@@ -154,9 +154,9 @@ def _encode(*records):
     import time
 
     from busbar.observe.otlp import Origin, Templates, encode
-    from busbar.observe.otlp_export import Item
+    from busbar.observe.otlp_export import item
 
-    return encode([Item(r, r.usage, None, None) for r in records], Origin({"service.name": "busbar"}, "busbar", "t"),
+    return encode([item(r, r.usage, None, None) for r in records], Origin({"service.name": "busbar"}, "busbar", "t"),
                   Templates(), time.time_ns())
 
 
@@ -227,7 +227,9 @@ def test_a_full_queue_drops_and_counts_and_never_blocks(receiver):
 
     def encoder(items, now_ns):
         sent.append(len(items))
-        return _encode(*(i.record for i in items)).SerializeToString()
+        from busbar.observe.otlp import Origin, Templates, encode
+
+        return encode(items, Origin({}, "busbar", "t"), Templates(), now_ns).SerializeToString()
 
     url = f"http://127.0.0.1:{receiver.port}/v1/traces"
     tracing = Tracing(Exporter(url, {}, requests.Session(), encoder, queue=5, batch=2), "test")

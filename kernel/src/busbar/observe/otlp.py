@@ -1,13 +1,14 @@
 """Finished requests straight into OTLP protobuf: :func:`encode` turns a batch of queued
-:class:`Item` (a ``RequestRecord`` and what was resolved when it finished) into one
+``busbar.observe.otlp_export.Item`` (a finished request's fields as a flat tuple) into one
 ``ExportTraceServiceRequest`` (``opentelemetry-proto``'s generated classes, C-backed protobuf), with
 no opentelemetry-sdk span objects in between.
 
 Per request (start and end times are the request's own ``perf_counter`` times mapped onto the wall
 clock with the record's ``started_wall``; ids from :func:`os.urandom`, a fresh trace per request):
 
-- ``<operation> <model>`` (kind SERVER): :func:`root_attributes`; status ERROR (message: the outcome)
-  unless the outcome is ``ok``;
+- ``<operation> <model>`` (kind SERVER): :func:`_root_fixed`'s attributes plus
+  ``gen_ai.usage.input_tokens`` / ``output_tokens`` and ``busbar.request_id``; status ERROR (message:
+  the outcome) unless the outcome is ``ok``;
 - ``attempt <lane>`` (kind CLIENT), one per upstream attempt in order: ``busbar.lane``,
   ``busbar.pool``, ``busbar.failover.hop`` (0 = the first attempt), ``busbar.attempt.outcome``,
   ``http.response.status_code`` when the upstream answered; status ERROR unless ``ok``;
@@ -22,7 +23,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -30,10 +31,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from busbar.observe.otlp_export import Item
 
-if TYPE_CHECKING:
-    from busbar.proxy.record import AttemptNote
-
-__all__ = ["YIELD_EVERY", "Item", "Origin", "Templates", "encode", "root_attributes"]
+__all__ = ["YIELD_EVERY", "Origin", "Templates", "encode"]
 
 _SERVER, _CLIENT, _INTERNAL = Span.SPAN_KIND_SERVER, Span.SPAN_KIND_CLIENT, Span.SPAN_KIND_INTERNAL
 _ERROR = Status.STATUS_CODE_ERROR
@@ -67,33 +65,26 @@ def _kvs(attrs: Mapping[str, Any]) -> list[KeyValue]:
     return [KeyValue(key=k, value=_value(v)) for k, v in attrs.items()]
 
 
-def root_attributes(item: Item) -> dict[str, str | int]:
-    """The request span's attributes: ``gen_ai.operation.name`` (``chat``), ``gen_ai.request.model``
-    (the pool or model asked for), ``gen_ai.usage.input_tokens`` / ``output_tokens``,
-    ``http.response.status_code``, ``busbar.request_id``, ``busbar.ingress_protocol``,
-    ``busbar.outcome``, ``busbar.failover.hops``; ``busbar.pool`` / ``busbar.lane`` when known;
-    ``gen_ai.provider.name`` / ``gen_ai.response.model`` when a lane served it."""
-    record, usage = item.record, item.usage
-    return {**_root_fixed(item), "gen_ai.usage.input_tokens": usage.input_tokens,
-            "gen_ai.usage.output_tokens": usage.output_tokens, "busbar.request_id": record.request_id}
-
-
 def _root_fixed(item: Item) -> dict[str, str | int]:
-    """The request span's attributes that many requests share (all but the tokens and the id)."""
-    record = item.record
+    """The request span's attributes that many requests share: ``gen_ai.operation.name`` (``chat``),
+    ``gen_ai.request.model`` (the pool or model asked for), ``http.response.status_code``,
+    ``busbar.ingress_protocol``, ``busbar.outcome``, ``busbar.failover.hops``; ``busbar.pool`` /
+    ``busbar.lane`` when known; ``gen_ai.provider.name`` / ``gen_ai.response.model`` when a lane
+    served it. (The tokens and ``busbar.request_id`` are added per request.)"""
+    _, called, pool, lane, ingress, status, outcome, *_, attempts, _, provider, upstream = item
     attrs: dict[str, str | int] = {
-        "gen_ai.operation.name": "chat", "gen_ai.request.model": record.called or "",
-        "http.response.status_code": record.status, "busbar.ingress_protocol": record.ingress,
-        "busbar.outcome": record.outcome, "busbar.failover.hops": record.hops,
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": called, "http.response.status_code": status,
+        "busbar.ingress_protocol": ingress, "busbar.outcome": outcome,
+        "busbar.failover.hops": max(0, len(attempts) - 1),
     }
-    if record.pool is not None:
-        attrs["busbar.pool"] = record.pool
-    if record.lane is not None:
-        attrs["busbar.lane"] = record.lane
-    if item.provider is not None:
-        attrs["gen_ai.provider.name"] = item.provider
-    if item.upstream_model is not None:
-        attrs["gen_ai.response.model"] = item.upstream_model
+    if pool is not None:
+        attrs["busbar.pool"] = pool
+    if lane is not None:
+        attrs["busbar.lane"] = lane
+    if provider is not None:
+        attrs["gen_ai.provider.name"] = provider
+    if upstream is not None:
+        attrs["gen_ai.response.model"] = upstream
     return attrs
 
 
@@ -118,31 +109,28 @@ class Templates:
 
     def root(self, item: Item) -> bytes:
         """The request span's template: name, kind SERVER, status, :func:`_root_fixed` attributes."""
-        record = item.record
-        key = ("r", record.called, record.status, record.ingress, record.outcome, len(record.attempts),
-               record.pool, record.lane, item.provider, item.upstream_model)
+        _, called, pool, lane, ingress, status, outcome, *_, attempts, _, provider, upstream = item
+        key = ("r", called, status, ingress, outcome, len(attempts), pool, lane, provider, upstream)
 
         def make() -> Span:
-            outcome = record.outcome
-            span = Span(name=f"chat {record.called or ''}".strip(), kind=_SERVER, flags=_FLAGS,
-                        attributes=_kvs(_root_fixed(item)))
+            span = Span(name=f"chat {called}".strip(), kind=_SERVER, flags=_FLAGS, attributes=_kvs(_root_fixed(item)))
             if outcome != "ok":
                 span.status.code, span.status.message = _ERROR, outcome
             return span
         return self._get(key, make)
 
-    def attempt(self, note: AttemptNote, hop: int) -> bytes:
+    def attempt(self, lane: str, pool: str, hop: int, outcome: str, status: int | None) -> bytes:
         """An attempt span's template: name, kind CLIENT, status and all its attributes."""
-        key = ("a", note.lane, note.pool, hop, note.outcome, note.status)
+        key = ("a", lane, pool, hop, outcome, status)
 
         def make() -> Span:
-            attrs: dict[str, str | int] = {"busbar.lane": note.lane, "busbar.pool": note.pool,
-                                           "busbar.failover.hop": hop, "busbar.attempt.outcome": note.outcome}
-            if note.status is not None:
-                attrs["http.response.status_code"] = note.status
-            span = Span(name=f"attempt {note.lane}", kind=_CLIENT, flags=_FLAGS, attributes=_kvs(attrs))
-            if note.outcome != "ok":
-                span.status.code, span.status.message = _ERROR, note.outcome or "unfinished"
+            attrs: dict[str, str | int] = {"busbar.lane": lane, "busbar.pool": pool, "busbar.failover.hop": hop,
+                                           "busbar.attempt.outcome": outcome}
+            if status is not None:
+                attrs["http.response.status_code"] = status
+            span = Span(name=f"attempt {lane}", kind=_CLIENT, flags=_FLAGS, attributes=_kvs(attrs))
+            if outcome != "ok":
+                span.status.code, span.status.message = _ERROR, outcome or "unfinished"
             return span
         return self._get(key, make)
 
@@ -156,30 +144,32 @@ class Templates:
 def _add_spans(spans: Any, item: Item, templates: Templates, now_ns: int) -> None:
     """Append the request span and its children for one item to the repeated field ``spans``
     (``now_ns``: the end of anything unfinished)."""
-    record = item.record
-    offset_ns = int(record.started_wall * 1e9) - int(record.started * 1e9)
+    request_id, _, _, _, _, _, _, started_wall, started, ended, tokens_in, tokens_out, attempts, hooks, _, _ = item
+    offset_ns = int(started_wall * 1e9) - int(started * 1e9)
 
     def ns(t: float | None) -> int:
         return now_ns if t is None else offset_ns + int(t * 1e9)
 
-    trace_id, root_id = os.urandom(16), os.urandom(8)
-    root_end = ns(record.ended)
-    root = spans.add(trace_id=trace_id, span_id=root_id, start_time_unix_nano=ns(record.started),
-                     end_time_unix_nano=root_end)
+    ids = os.urandom(24 + 8 * (len(attempts) + len(hooks)))
+    trace_id, root_id = ids[:16], ids[16:24]
+    root_end = ns(ended)
+    root = spans.add(trace_id=trace_id, span_id=root_id, start_time_unix_nano=ns(started), end_time_unix_nano=root_end)
     root.MergeFromString(templates.root(item))
-    usage, add = item.usage, root.attributes.add
-    add(key="gen_ai.usage.input_tokens").value.int_value = usage.input_tokens
-    add(key="gen_ai.usage.output_tokens").value.int_value = usage.output_tokens
-    add(key="busbar.request_id").value.string_value = record.request_id
-    for hop, note in enumerate(record.attempts):
-        spans.add(trace_id=trace_id, span_id=os.urandom(8), parent_span_id=root_id,
-                  start_time_unix_nano=ns(note.started),
-                  end_time_unix_nano=root_end if note.ended is None else ns(note.ended),
-                  ).MergeFromString(templates.attempt(note, hop))
-    for d in record.extra.get("hook_decisions", ()):
-        spans.add(trace_id=trace_id, span_id=os.urandom(8), parent_span_id=root_id,
-                  start_time_unix_nano=ns(d.get("started")), end_time_unix_nano=ns(d.get("ended")),
-                  ).MergeFromString(templates.hook(str(d.get("hook", "")), str(d.get("verdict", ""))))
+    add = root.attributes.add
+    add(key="gen_ai.usage.input_tokens").value.int_value = tokens_in
+    add(key="gen_ai.usage.output_tokens").value.int_value = tokens_out
+    add(key="busbar.request_id").value.string_value = request_id
+    at = 24
+    for hop, (lane, pool, a_start, a_end, outcome, status) in enumerate(attempts):
+        spans.add(trace_id=trace_id, span_id=ids[at:at + 8], parent_span_id=root_id,
+                  start_time_unix_nano=ns(a_start), end_time_unix_nano=root_end if a_end is None else ns(a_end),
+                  ).MergeFromString(templates.attempt(lane, pool, hop, outcome, status))
+        at += 8
+    for hook, h_start, h_end, verdict in hooks:
+        spans.add(trace_id=trace_id, span_id=ids[at:at + 8], parent_span_id=root_id,
+                  start_time_unix_nano=ns(h_start), end_time_unix_nano=ns(h_end),
+                  ).MergeFromString(templates.hook(hook, verdict))
+        at += 8
 
 
 def encode(items: Sequence[Item], origin: Origin, templates: Templates, now_ns: int) -> ExportTraceServiceRequest:

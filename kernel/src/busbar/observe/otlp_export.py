@@ -24,7 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import requests
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from busbar.ir.model import Usage
     from busbar.proxy.record import RequestRecord
 
-__all__ = ["BATCH", "DELAY_S", "QUEUE", "RETRIES", "TIMEOUT_S", "Exporter", "Item"]
+__all__ = ["BATCH", "DELAY_S", "QUEUE", "RETRIES", "TIMEOUT_S", "Attempt", "Exporter", "Hook", "Item", "item"]
 
 log = logging.getLogger("busbar.traces")
 
@@ -50,15 +50,31 @@ _RETRYABLE = frozenset({429, 502, 503, 504})
 _WARN_EVERY_S = 60.0
 
 
-class Item(NamedTuple):
-    """One finished request waiting for export: the ``record``, its ``usage`` (read when it
-    finished), and the serving lane's provider protocol and upstream model (``None`` when no lane
-    served it or the lane is gone)."""
+#: One upstream attempt: ``(lane, pool, started, ended, outcome, status)`` (perf_counter seconds;
+#: ``ended`` / ``status`` ``None`` while unknown).
+Attempt = tuple[str, str, float, "float | None", str, "int | None"]
+#: One gate decision: ``(hook, started, ended, verdict)`` (perf_counter seconds).
+Hook = tuple[str, "float | None", "float | None", str]
+#: One finished request waiting for export (:func:`item`): ``(request_id, called, pool, lane, ingress,
+#: status, outcome, started_wall, started, ended, input_tokens, output_tokens, attempts, hooks,
+#: provider, upstream_model)``. A plain tuple of strings, numbers and ``None`` (and tuples of those),
+#: so the garbage collector stops tracking it at its first scan: a queue of them adds nothing to the
+#: full collections a queue of request records would lengthen (the heap is frozen at boot, so every
+#: object that outlives a young collection counts towards the next full one).
+Item = tuple[str, str, "str | None", "str | None", str, int, str, float, float, "float | None", int, int,
+             tuple[Attempt, ...], tuple[Hook, ...], "str | None", "str | None"]
 
-    record: RequestRecord
-    usage: Usage
-    provider: str | None
-    upstream_model: str | None
+
+def item(record: RequestRecord, usage: Usage, provider: str | None, upstream_model: str | None) -> Item:
+    """The :data:`Item` of a finished ``record`` with its ``usage`` and the serving lane's provider
+    protocol and upstream model (``None`` when no lane served it)."""
+    return (record.request_id, record.called or "", record.pool, record.lane, record.ingress, record.status,
+            record.outcome, record.started_wall, record.started, record.ended, usage.input_tokens,
+            usage.output_tokens,
+            tuple([(n.lane, n.pool, n.started, n.ended, n.outcome, n.status) for n in record.attempts]),
+            tuple([(str(d.get("hook", "")), d.get("started"), d.get("ended"), str(d.get("verdict", "")))
+                   for d in record.extra.get("hook_decisions", ())]),
+            provider, upstream_model)
 
 
 #: ``(requests, now in Unix ns) -> serialized ExportTraceServiceRequest``

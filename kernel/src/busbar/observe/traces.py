@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from busbar.faults import FaultList
-from busbar.observe.otlp_export import Exporter, Item
+from busbar.observe.otlp_export import Exporter, Item, item
 
 if TYPE_CHECKING:
     from busbar_sdk.ssrf import HostGuard
@@ -159,15 +159,15 @@ class Tracing:
             registry.register(_Collector(self))
 
     def finisher(self, record: RequestRecord) -> None:
-        """Queue a finished ``record`` for export (a ``busbar.proxy.record.Finisher``): its usage and
-        the serving lane's provider protocol and upstream model are read now, the spans are made on
-        the exporter's thread."""
+        """Queue a finished ``record`` for export (a ``busbar.proxy.record.Finisher``) as a flat
+        ``busbar.observe.otlp_export.Item`` (its fields, usage and the serving lane's provider
+        protocol and upstream model, read now); the spans are made on the exporter's thread."""
         provider = upstream = None
         if record.lane is not None and self.state is not None:
             lane = self.state.gateway.lanes.get(record.lane)
             if lane is not None:
                 provider, upstream = lane.provider.protocol, lane.upstream_model
-        self.exporter.put(Item(record, record.usage, provider, upstream))
+        self.exporter.put(item(record, record.usage, provider, upstream))
 
     def start(self) -> None:
         """Start the exporter's thread (the lifecycle calls it once the app runs)."""
