@@ -38,13 +38,16 @@ class Receiver:
 
     def __init__(self) -> None:
         self.requests: list[tuple[dict[str, str], ExportTraceServiceRequest]] = []
+        self.paths: list[str] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
-                if self.path == "/refuse":                    # a collector that rejects the batch
-                    self.send_response(400)
+                outer.paths.append(self.path)
+                if self.path == "/refuse" or (self.path == "/flaky" and outer.paths.count("/flaky") == 1):
+                    self.send_response(400 if self.path == "/refuse" else 503)   # rejected / busy once
+                    self.send_header("retry-after", "0")
                     self.send_header("content-length", "0")
                     self.end_headers()
                     return
@@ -217,7 +220,8 @@ def test_every_request_gets_its_own_trace_and_shared_parts_are_not_mixed_up():
 def test_a_full_queue_drops_and_counts_and_never_blocks(receiver):
     """The request path only appends to a bounded queue: past ``queue`` waiting requests each further one is
     dropped and counted (``busbar_otlp_traces_dropped_total{reason="queue_full"}``); what was queued is
-    still sent, in batches of ``batch``; a batch the collector refuses counts as ``export_failed``."""
+    still sent, in batches of ``batch``; a batch the collector refuses counts as ``export_failed``; a busy
+    collector (503) is retried."""
     import requests
     from busbar.observe.otlp_export import Exporter
     from busbar.observe.traces import Tracing
@@ -249,5 +253,10 @@ def test_a_full_queue_drops_and_counts_and_never_blocks(receiver):
     assert 'busbar_otlp_traces_dropped_total{reason="queue_full"} 3.0\n' in text
     assert 'busbar_otlp_traces_dropped_total{reason="export_failed"} 1.0\n' in text
     assert "busbar_otlp_connect_refused_total 0.0\n" in text
+    tracing.exporter.url = url.replace("/v1/traces", "/flaky")
+    tracing.finisher(_record().record)
+    tracing.exporter.flush()                              # a 503 with Retry-After: 0 is retried, then delivered
+    assert receiver.paths == ["/v1/traces"] * 3 + ["/refuse", "/flaky", "/flaky"]
+    assert tracing.exporter.dropped == {"queue_full": 3, "export_failed": 1}
+    assert (sent, len(receiver.spans())) == ([2, 2, 1, 1, 1], 6)
     tracing.shutdown()                                    # nothing left to send; closes the session
-    assert (sent, len(receiver.requests)) == ([2, 2, 1, 1], 3)
