@@ -132,7 +132,10 @@ class Exporter:
         while not self._closing.is_set():
             self._wake.wait(self.delay_s)
             self._wake.clear()
-            self.flush()
+            try:
+                self.flush()
+            except Exception:           # the thread must outlive any one batch's fault
+                log.exception("observability.otlp_url: exporting a span batch failed")
 
     def flush(self) -> None:
         """Export everything queued now, batch by batch, on the calling thread (the export thread
@@ -165,8 +168,8 @@ class Exporter:
                 return False                 # counted and logged by the session's on_refused
             except requests.ConnectionError as e:
                 reason = f"connection error ({type(e).__name__})"
-            except requests.RequestException as e:
-                self._note_failure(f"{type(e).__name__}")
+            except requests.RequestException as e:     # a timeout, a malformed answer: not retried
+                self._note_failure(type(e).__name__)
                 return False
             else:
                 status = resp.status_code
