@@ -20,7 +20,8 @@ Busbar's added p50 = p50(target) - p50(direct) in the same round; each switch's 
 plain's, also as a percentage of plain's added p50 (the issue's target: <= 10 %); the paired lines
 take the median over rounds of (series - plain) within each round instead (p50 and CPU), which
 cancels the load drift between rounds. CPU ms per request is
-the busbar process's own CPU time (``/proc/<pid>/stat``) over the requests of its runs.
+the busbar process's own CPU time (``/proc/<pid>/stat``) over the requests of its runs; the share
+outside the main thread (``/proc/<pid>/task/*/stat``; with OTLP, the export thread) is printed too.
 
 Usage: .venv/bin/python bench/bench_ops_gwbench.py --gwbench DIR [--duration 3 --reps 3 --conc 1,16]
 [--series plain,otlp] [--ref-src DIR]
@@ -61,6 +62,20 @@ def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (all its threads)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / CLK
+
+
+def _thread_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid``'s threads other than its main one (for a busbar
+    with ``otlp_url``: the exporter's thread, plus any executor thread that ran)."""
+    total = 0.0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        if int(tid) != pid:
+            try:
+                fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")[2].split()
+            except FileNotFoundError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / CLK
+    return total
 
 
 def _harness(path: str) -> tuple[Any, Any]:
@@ -151,9 +166,10 @@ def main() -> int:
                     rng.shuffle(order)
                     for name in order:
                         pid = procs[name].pid if name in procs else mock.pid
-                        c0 = _cpu_s(pid)
+                        c0, t0 = _cpu_s(pid), _thread_cpu_s(pid)
                         r = load.run(urls[name], bodies[name], ["Authorization: Bearer sk-x"], conc, a.duration)
-                        r.update(target=name, conc=conc, rep=rep, cpu_s=_cpu_s(pid) - c0)
+                        r.update(target=name, conc=conc, rep=rep, cpu_s=_cpu_s(pid) - c0,
+                                 threads_cpu_s=_thread_cpu_s(pid) - t0)
                         runs.append(r)
                         print(f"rep {rep} c={conc} {name}: {r['rps']:.0f} rps p50 {r['p50_ms']:.3f} ms "
                               f"errors {r['errors']}", file=sys.stderr)
@@ -213,6 +229,10 @@ def main() -> int:
                         "" if name == "plain" else f"{100 * cost / plain:+.1f} %",
                         f"{cpu:.3f}" if cpu is not None else "", str(sum(cell(name, "errors")))]
             print("| " + " | ".join(row) + " |")
+        print()
+        print("CPU ms/req outside the main thread (an OTLP series: the export thread): " + ", ".join(
+            f"{name} {sum(cell(name, 'threads_cpu_s')) / max(sum(cell(name, 'requests')), 1) * 1000:.3f}"
+            for name in variants))
         print()
         print("paired by round (median of name - plain in the same round):")
         for name in variants:
