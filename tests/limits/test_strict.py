@@ -265,3 +265,29 @@ def test_a_strict_budget_settles_operation_units_at_the_rate_card() -> None:
     asyncio.run(settle())
     # 10 input tokens (10 µ) + 2 images × 40 000 µ + the 5 µ fee
     assert asyncio.run(store.strict_get("group:acme@month", MONTH, "budget")) == StrictCounter(80015, 0)
+
+
+def test_a_tighter_node_local_repeat_never_turns_a_strict_cap_off() -> None:
+    """A strict limit and a node-local one of the same metric and window are both enforced: the
+    tighter local one used to displace the strict one (the store was never asked), so the fleet
+    passed the strict cap by every node's local allowance."""
+    extra = """
+groups:
+  bob: { limits: [ { requests: 4, per: minute, strict: true }, { requests: 3, per: minute } ] }
+"""
+    store = MemoryStore()
+    limiter, strict, gw, _ = _setup(store, extra)
+    assert [(lim.amount, lim.strict) for lim in limiter.tree.chain("bob")[0].limits] == [(4, True), (3, False)]
+    assert [lim.label for lim in strict.limits_of(limiter.tree, "bob", None)] == ["requests per minute"]
+    # the other nodes of the fleet have used 4 of the strict cap this minute; this node has used none
+    asyncio.run(store.strict_settle([StrictRelease("group:bob@minute", NOW, "requests", 0, 4)]))
+    _, reply, hold = _admit(limiter, strict, gw)
+    assert hold is None and reply.status == 429
+    assert json.loads(reply.body)["error"]["message"] == "group 'bob': requests per minute exceeded (limit 4)"
+    assert asyncio.run(store.strict_get("group:bob@minute", NOW, "requests")) == StrictCounter(4, 0)
+    store2 = MemoryStore()
+    limiter2, strict2, gw2, _ = _setup(store2, extra)
+    for _ in range(3):                                            # the node-local cap of 3 still holds
+        assert _admit(limiter2, strict2, gw2)[1] is None
+    refused = limiter2.admit("bob", None, lambda pool: Worst(10, 0))
+    assert refused.message == "group 'bob': requests per minute exceeded (limit 3)"

@@ -3,7 +3,8 @@
 ``GroupTree(groups) -> tree``; ``tree.chain(name) -> tuple[Group, ...]`` (leaf first) or ``None``
 for a group the running config does not have. Each :class:`Group` keeps its limits de-duplicated:
 a metric repeated for the same window + pool scope keeps the most restrictive amount (a shadow
-limit never displaces an enforced one). Bucket names follow the ledger's spelling
+limit never displaces an enforced one, and a node-local limit never displaces a strict one: both are
+kept, the node's counters check one and the shared store the other). Bucket names follow the ledger's spelling
 ``group:<name>@<window>`` and ``group:<name>@<window>#<pool>`` for pool-scoped limits.
 
 Source: docs/limits.md#the-group-tree.
@@ -72,7 +73,7 @@ class Group:
 
 
 def _limits(name: str, raw: list[Any]) -> tuple[Limit, ...]:
-    kept: dict[tuple[str, str | None, str | None, bool], Limit] = {}
+    kept: dict[tuple[str, str | None, str | None, bool, bool], Limit] = {}
     for lim in raw:
         metrics = lim.metrics()
         if len(metrics) != 1:
@@ -82,7 +83,7 @@ def _limits(name: str, raw: list[Any]) -> tuple[Limit, ...]:
         new = Limit(name, metric, amount, lim.per, lim.pool, bool(getattr(lim, "shadow", False)),
                     bool(getattr(lim, "strict", False)),
                     lim.downgrade_to if lim.on_exhaust == "downgrade" else None)
-        key = (metric, lim.per, lim.pool, new.shadow)
+        key = (metric, lim.per, lim.pool, new.shadow, new.strict)
         old = kept.get(key)
         if old is None or new.amount < old.amount:
             kept[key] = new
