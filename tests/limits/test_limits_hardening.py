@@ -11,7 +11,7 @@ import httpx
 import openai
 import orjson
 import pytest
-from busbar.limits.estimate import choices, worst_case
+from busbar.limits.estimate import choices, output_cap, worst_case
 from busbar.proto.openai.usage_ask import UsageStripper
 
 from tests.limits.test_limits_e2e import BASE, PROMPT, _metric, _oa, _openai_body
@@ -31,6 +31,31 @@ def test_the_worst_case_multiplies_the_output_cap_by_the_choices_asked_for() -> 
     assert (w.tokens, w.cost) == (10 + 80, 10 * 1_000_000 + 80 * 3_000_000)
     w = worst_case({"n": 3}, 4, PRICES)                   # no cap in the body: the lane default, per choice
     assert (w.tokens, w.cost) == (1 + 3 * 4096, 1_000_000 + 3 * 4096 * 3_000_000)
+
+
+def test_the_output_cap_is_the_largest_spelling_the_body_carries() -> None:
+    """The OpenAI reader forwards ``max_completion_tokens`` over ``max_tokens``: a body carrying both
+    used to reserve the smaller (``max_tokens: 1``) while the upstream was asked for the larger."""
+    assert output_cap({"max_tokens": 1, "max_completion_tokens": 5000}) == 5000
+    assert output_cap({"max_completion_tokens": 7, "max_tokens": 70}) == 70
+    assert output_cap({"max_output_tokens": 3, "inferenceConfig": {"maxTokens": 30}}) == 30
+    assert output_cap({"max_tokens": 1e5}) == 100000                # a JSON 1e5 reads as a float
+    assert output_cap({"max_tokens": 0.5}) is output_cap({"max_tokens": "9"}) is output_cap({"max_tokens": True}) \
+        is output_cap({"max_tokens": 1e300}) is None
+    w = worst_case({"max_tokens": 1, "max_completion_tokens": 100}, 4, PRICES)
+    assert (w.tokens, w.cost) == (1 + 100, 1_000_000 + 100 * 3_000_000)
+
+
+def test_two_output_caps_cannot_shrink_a_strict_reservation(gateway_factory, mock) -> None:
+    gw = gateway_factory(BASE + "groups:\n  g: { limits: [ { budget: 20000, per: month, strict: true } ] }\n",
+                         mock.url, "g")
+    client = _oa(gw)
+    with pytest.raises(openai.RateLimitError) as exc:    # ~1 025 × 3 µ + 5 000 × 15 µ: over 20 000 µ
+        client.chat.completions.create(model="c", max_tokens=1, max_completion_tokens=5000,
+                                       messages=[{"role": "user", "content": PROMPT}])
+    assert exc.value.status_code == 429
+    assert exc.value.body["message"] == "group 'g': budget per month is exhausted (budget 20000)"
+    assert mock.requests() == []
 
 
 def test_choices_reads_every_spelling_and_ignores_nonsense() -> None:

@@ -1,7 +1,7 @@
 """A request's worst case, counted from its body before anything is forwarded.
 
 Input tokens: the body's UTF-8 bytes / 4, rounded up (the JSON envelope included, so it errs high
-on short prompts). Output tokens: the body's own cap (``max_tokens``, ``max_completion_tokens``,
+on short prompts). Output tokens: the body's own cap (the largest of ``max_tokens``, ``max_completion_tokens``,
 ``max_output_tokens``, Gemini ``generation_config.max_output_tokens``, Bedrock
 ``inferenceConfig.maxTokens``), else the lane's ``default_max_tokens``, else
 ``limits.default_max_tokens``; for a pool, the largest over its members. That cap is per choice:
@@ -30,23 +30,31 @@ BYTES_PER_TOKEN = 4
 
 
 def _int(v: Any) -> int | None:
+    """A positive integer count, or ``None``; a whole float (``1e5``, which a JSON parser reads as
+    ``100000.0`` and an upstream may accept) counts as its integer."""
+    if isinstance(v, float) and v.is_integer() and 0 < v < 2 ** 63:
+        return int(v)
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
 def output_cap(body: Mapping[str, Any]) -> int | None:
-    """The output-token cap the body asks for, in any protocol's spelling, or ``None``."""
+    """The output-token cap the body asks for, in any protocol's spelling, or ``None``. A body
+    that spells it more than once gets the largest: the ingress may forward any one of them (the
+    OpenAI reader prefers ``max_completion_tokens`` over ``max_tokens``), and a worst case must not
+    be the smaller one."""
+    caps: list[int] = []
     for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
         v = _int(body.get(key))
         if v is not None:
-            return v
+            caps.append(v)
     for outer, inner in (("generation_config", "max_output_tokens"), ("generationConfig", "maxOutputTokens"),
                          ("inferenceConfig", "maxTokens")):
         sub = body.get(outer)
         if isinstance(sub, dict):
             v = _int(sub.get(inner))
             if v is not None:
-                return v
-    return None
+                caps.append(v)
+    return max(caps) if caps else None
 
 
 def choices(body: Mapping[str, Any]) -> int:
