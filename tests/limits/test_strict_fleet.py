@@ -130,3 +130,28 @@ def _outage(proxy: TcpProxy, node, token: str) -> None:  # noqa: ANN001
     reply = client.chat.completions.create(model="gpt", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
     assert reply.choices[0].message.content
     assert "strict admission for group 'b' failed" in node.logs()
+
+
+def test_an_absurd_worst_case_is_refused_429_not_a_store_failure(tmp_path: Path, mock, plugins_dir: Path,  # noqa: F811
+                                                                 store_config) -> None:  # noqa: ANN001, F811
+    """``max_tokens`` near 2^63 made a strict budget's reservation overflow the store's 64-bit counter:
+    PostgreSQL refused the argument and every such request got a 503 "store unavailable" (logged and
+    counted as a store failure). The charge is capped at the cap + 1: the limit's own 429."""
+    module, settings = store_config("postgres")
+    tokens = _keys(module, settings)
+    node = start_nodes(1, fleet_yaml(module, settings, mock.url, plugins_dir, extra=GROUPS), tmp_path,
+                       env={"T_FLEET_SIGN": SEED})[0]
+    try:
+        client = openai.OpenAI(base_url=node.url + "/v1", api_key=tokens["b"], max_retries=0, timeout=30)
+        with pytest.raises(openai.RateLimitError) as exc:
+            client.chat.completions.create(model="gpt", max_tokens=9_000_000_000_000_000_000,
+                                           messages=[{"role": "user", "content": "hi"}])
+        assert exc.value.status_code == 429
+        assert exc.value.body["message"] == "group 'b': budget per month is exhausted (budget 30000)"
+        assert mock.requests() == []
+        month = window_start("month", int(time.time()))
+        assert read_store(module, settings, "strict_get", "group:b@month", str(month), "budget") == \
+            {"used": 0, "reserved": 0}
+        assert "strict admission for group 'b' failed" not in node.logs()
+    finally:
+        node.stop()

@@ -12,7 +12,7 @@ so N nodes on one store together never pass the cap.
   apply to ``pool`` (cached per tree; ``()`` without a strict limit anywhere: one dict read).
 - ``await admit(gw, dialect, limiter, ticket) -> (reply, hold)``: after the in-memory admission
   gave ``ticket``. The counters of every strict limit (requests: 1; budget: the ticket's worst case
-  + ``per_request_fee``, micro-units rounded up) are checked and reserved all or nothing; when the
+  + ``per_request_fee``, micro-units rounded up, at most the cap + 1) are checked and reserved all or nothing; when the
   store refuses, the in-memory admission is undone (``limiter.cancel``: no counter moved anywhere)
   and ``reply`` is the limit's refusal in the caller's dialect, as the engine words it; when the
   store fails or does not answer within :data:`ADMIT_TIMEOUT_S`, the request is refused 503 naming
@@ -135,6 +135,9 @@ class StrictLimits:
         start = window_start(per, now)
         end = window_end(per, start)
         amount = 1 if lim.metric == "requests" else micros(cost_pico + self.card.fee_pico)
+        # a worst case past the cap never fits: cap + 1 refuses it the same way, and keeps a body's
+        # absurd max_tokens within the store's 64-bit counters (else a 503 "store unavailable")
+        amount = min(amount, lim.amount + 1)
         return StrictCharge(lim.bucket, start, lim.metric, lim.amount, amount,
                             None if end is None else end + EXPIRY_GRACE_S)
 
