@@ -42,6 +42,7 @@ models:
   rr: { provider: co, upstream_model: rerank-v3.5, operations: [rerank] }
   gem-stt: { provider: gm, upstream_model: gemini-2.0-flash, operations: [audio] }
   br-img: { provider: br, upstream_model: "amazon.titan-image-generator-v2:0", operations: [images] }
+  gem-emb: { provider: gm, upstream_model: text-embedding-004, operations: [embeddings] }
 pools:
   imgs: { members: [ { model: img } ] }
   stt: { members: [ { model: whisper } ] }
@@ -49,6 +50,7 @@ pools:
   ranker: { members: [ { model: rr } ] }
   gem: { members: [ { model: gem-stt } ] }
   canvas: { members: [ { model: br-img } ] }
+  gemb: { members: [ { model: gem-emb } ] }
 rate_card:
   img: { per_image_utok: 40000 }
   whisper: { per_audio_second_utok: 250, per_character_utok: 0 }
@@ -56,11 +58,13 @@ rate_card:
   rr: { per_search_unit_utok: 2000 }
   gem-stt: { output_utok: 1.0, per_audio_second_utok: 250, per_character_utok: 0 }
   br-img: { per_image_utok: 40000 }
+  gem-emb: { input_utok: 10.0 }
 groups:
   spend: { limits: [ { budget: 1000000, per: day } ] }
   tight: { limits: [ { budget: 100000, per: day } ] }
   gemg: { limits: [ { budget: 100000, per: day } ] }
   tight2: { limits: [ { budget: 100000, per: day } ] }
+  embg: { limits: [ { budget: 100000, per: day } ] }
 """
 
 AUDIO = bytes(range(256)) * 156 + bytes(64)     # 40 000 bytes: 2.5 s at the mock's 16 kB per second
@@ -140,6 +144,17 @@ def test_each_operation_is_charged_its_units_at_its_rate(gw, mock):
     assert 'busbar_limit_spend_micros_total{model="img",pool="imgs"} 120000.0' in metrics
     assert 'busbar_limit_units_total{model="whisper",pool="stt",unit="audio_ms"} 2500.0' in metrics
     assert 'busbar_limit_units_total{model="rr",pool="ranker",unit="search_units"} 1.0' in metrics
+
+
+def test_a_gemini_embedding_that_reports_no_tokens_is_still_charged(gw, mock):
+    """The Gemini API reports no embedding tokens: the answer used to count 0, so a budget let a
+    caller embed for free. Its inputs are counted as a reservation counts them (bytes / 4, up)."""
+    _, token = gw.mint("embg")
+    with openai.OpenAI(base_url=gw.url + "/v1", api_key=token, max_retries=0) as oa:
+        out = oa.embeddings.create(model="gemb", input=["hello world", "x" * 40])
+    assert len(out.data) == 2
+    assert out.usage.prompt_tokens == 0                           # the answer says what the provider said
+    assert _used(gw, "embg") == (130, 0)                          # ceil(11 / 4) + 40 / 4 = 13 tokens × 10 µ
 
 
 def test_a_budget_refuses_the_worst_case_in_the_dialects_quota_shape(gw, mock):

@@ -15,7 +15,9 @@
   ``/model/{id}/invoke``), with the provider's credential as for chat.
 - ``reply(call, lane, success) -> Reply``: a same-protocol pass-through relays the bytes; otherwise
   the lane's answer is read into the IR and written in the client's shape. Either way
-  ``Reply.usage.input_tokens`` and ``Reply.op_usage`` carry the normalised usage.
+  ``Reply.usage.input_tokens`` and ``Reply.op_usage`` carry the normalised usage. An embedding
+  answer that reports no tokens (the Gemini API, Cohere on Bedrock) is counted like a request's
+  worst case: the UTF-8 bytes of its inputs / 4, rounded up (``embed_estimate``), never 0.
 - ``rewrite(messages, tools) -> str | None``: a hook's rewrite arm (``busbar.hooks.chain``) replaces
   the texts hooks were shown (one message per text, same order); after it no hop is a pass-through.
   A rewrite that does not fit (another count, non-text blocks, tools, token-array input, an audio
@@ -40,6 +42,7 @@ from busbar.ir.ops import (
     RerankRequest,
     RerankResponse,
 )
+from busbar.limits.estimate import BYTES_PER_TOKEN
 from busbar.proto.ops import codec
 from busbar.proto.ops.rerank import search_units
 from busbar.proxy.relay import Reply
@@ -220,13 +223,19 @@ class Operation:
             reply = Reply(200, {"content-type": "application/json"}, orjson.dumps(out))
         reply.op_usage = usage = OpUsage(self.name)
         if isinstance(self.req, EmbedRequest):
-            reply.usage.input_tokens = usage.input_tokens = units or 0
+            reply.usage.input_tokens = usage.input_tokens = units if units is not None else embed_estimate(self.req)
         elif isinstance(self.req, RerankRequest):
             usage.search_units = units if units is not None else search_units(len(self.req.documents))
         elif isinstance(self.req, ImageRequest):
             usage.images = units if units is not None else self.req.n
             usage.image_size = self.req.size
         return reply
+
+
+def embed_estimate(req: EmbedRequest) -> int:
+    """Input tokens of an embedding request whose answer reports none: each input's UTF-8 bytes /
+    ``BYTES_PER_TOKEN``, rounded up (what a reservation counts; busbar.limits.estimate)."""
+    return sum(-(-len(text.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN) for text in req.inputs)
 
 
 def _check(resp: Any, req: Any) -> int | None:
