@@ -128,3 +128,18 @@ def test_cel_settings_read_only_the_headers_settings_headers_lists(mods) -> None
     assert str(e.value) == ("settings.state.headers[0]: 'Authorization' carries a credential; credentials are never "
                             "projected to a hook (authorization, proxy-authorization, x-api-key, x-goog-api-key, "
                             "api-key, cookie, set-cookie, x-amz-*): remove it")
+
+
+def test_a_redacted_message_text_reads_as_empty_instead_of_failing_every_decision(mods) -> None:
+    """``redact: ["$.messages[0].text"]`` removed the key the size check then read: a KeyError on
+    every request, so the AI step always failed over to the fallback chain."""
+    from jsonpath_ng.ext import parse
+
+    request = {"messages": [{"role": "user", "text": "my card is 4111"}, {"role": "assistant", "text": "ok"},
+                            {"role": "user", "text": "route me"}]}
+    state = mods.state.build_state(request, (parse("$.messages[0].text"), parse("$.messages[1].role")), 8192)
+    assert state == {"messages": [{"role": "user", "text": ""}, {"text": "ok", "role": ""},
+                                  {"role": "user", "text": "route me"}]}
+    assert mods.state.state_text(state) == ("route me", "ok")
+    small = mods.state.build_state(request, (parse("$.messages[0].text"),), 80)      # the cut path too
+    assert small == {"messages": [{"role": "user", "text": "route me"}]}

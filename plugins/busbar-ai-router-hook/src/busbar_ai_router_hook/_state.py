@@ -3,7 +3,8 @@
 ``build_state(request, redact, max_bytes, headers) -> dict``: ``{"system"?: str, "headers"?: {name:
 value}, "messages": [{"role", "text"}]}`` from the ``prompt: ro`` projection (``headers``: the
 allowlisted ``state.headers`` the request carries, from the projection's ``request.headers``), with
-every ``state.redact`` JSONPath removed first, then cut to ``state.max_bytes`` (UTF-8 bytes of its
+every ``state.redact`` JSONPath removed first (a message whose ``text`` or ``role`` was removed
+keeps it empty), then cut to ``state.max_bytes`` (UTF-8 bytes of its
 compact JSON): the oldest turns go first, then the system text, then the headers, and only then is
 the current (last) message shortened (its head kept). The state is data: the router's
 ``instructions`` are never part of it.
@@ -42,6 +43,9 @@ def build_state(request: Mapping[str, Any], redact: tuple[Any, ...], max_bytes: 
         path.filter(lambda _v: True, state)
     if "messages" not in state or not isinstance(state["messages"], list):
         state["messages"] = []
+    for m in state["messages"]:      # a redacted text or role (``$.messages[0].text``) reads as empty
+        m.setdefault("role", "")
+        m.setdefault("text", "")
     extra = len(state.get("system", "")) + sum(len(k) + len(v) + 6 for k, v in (state.get("headers") or {}).items())
     if sum(len(m["text"]) for m in state["messages"]) * 4 + extra * 4 + 256 < max_bytes:
         return state                # surely within max_bytes (4 UTF-8 bytes per character at most): no JSON
