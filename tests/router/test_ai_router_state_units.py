@@ -65,6 +65,7 @@ def test_the_cut_drops_old_turns_then_system_then_headers_before_the_current_mes
     ('{"destinations": ["code"], "confidence": true, "reason": ""}', "confidence: True is not a number in 0..1"),
     ('{"destinations": ["gpt-9"], "confidence": 0.9, "reason": ""}', "no candidate named (only gpt-9)"),
     (None, "the reply has no text content"),
+    ("[" * 100_000, "not JSON: '" + "[" * 80 + "'"),     # past the parser's depth: RecursionError escaped
 ])
 def test_bad_output_is_refused_with_its_reason(mods, content, error) -> None:
     with pytest.raises(ValueError) as e:

@@ -73,7 +73,7 @@ def parse_answer(content: Any, names: tuple[str, ...]) -> Answer:
         raise ValueError("the reply has no text content")
     try:
         doc = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):      # RecursionError: nested past the parser's depth
         raise ValueError(f"not JSON: {content[:80]!r}") from None
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
@@ -158,7 +158,7 @@ class GenerativeEngine:
                 else:
                     try:
                         doc = resp.json()
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         doc = None
                     usage = doc.get("usage") if isinstance(doc, dict) else None
                     if isinstance(usage, dict) and type(usage.get("total_tokens")) is int:
