@@ -76,23 +76,36 @@ async def _request(app: Any, token: str | None) -> int:
     return (await post_asgi(app, BODY, headers))[0]
 
 
+async def keyed_gateway(config_text: str, env: dict[str, str], tmp: Path, transport: httpx.BaseTransport,
+                        group: str | None = None) -> tuple[Gateway, str, list[asyncio.Task[None]]]:
+    """A gateway from ``config_text`` (``auth.chain`` holds ``keys``) with its store and front door
+    started, one key bound to ``group`` (``None``: no group) put in its store and synced; returns
+    the gateway, a token of that key (valid a day) and the store's tasks (cancel them at the end).
+    Shared by the benches that need a caller with a key (``bench_limits``)."""
+    loaded = load_config_text(config_text, env, config_path=tmp / "config.yaml")
+    gw = Gateway.build(loaded, env, transport=transport)
+    tasks = await start_store(gw)
+    await start_front_door(gw, loaded, env)
+    assert gw.frontdoor is not None and gw.signing is not None
+    keysync = gw.frontdoor.modules[0].keysync         # type: ignore[attr-defined]
+    now = int(time.time())
+    await keysync.store.put_key(VirtualKey(id="vk_bench", name="bench", created_at=now, group=group))
+    await keysync.sync()
+    return gw, mint(gw.signing, "vk_bench", now + 86400), tasks
+
+
 async def _measure(tmp: Path, samples: int, rounds: int) -> dict[str, list[int]]:
     env = {"K": "x"}
-    gws = {}
-    tasks: list[asyncio.Task[None]] = []
-    for name, chain in (("open", "[]"), ("keys", "[keys]")):
-        loaded = load_config_text(CONFIG.format(chain=chain), env, config_path=tmp / "config.yaml")
-        gw = Gateway.build(loaded, env, transport=httpx.MockTransport(_upstream))
-        tasks += await start_store(gw)
-        await start_front_door(gw, loaded, env)
-        gws[name] = gw
-    keyed = gws["keys"]
-    assert gws["open"].frontdoor is None and keyed.frontdoor is not None and keyed.signing is not None
-    verifier = keyed.frontdoor.modules[0]
+    transport = httpx.MockTransport(_upstream)
+    loaded = load_config_text(CONFIG.format(chain="[]"), env, config_path=tmp / "config.yaml")
+    gws = {"open": Gateway.build(loaded, env, transport=transport)}
+    tasks = await start_store(gws["open"])
+    await start_front_door(gws["open"], loaded, env)
+    keyed, token, more = await keyed_gateway(CONFIG.format(chain="[keys]"), env, tmp, transport)
+    gws["keys"] = keyed
+    tasks += more
     now = int(time.time())
-    await verifier.keysync.store.put_key(VirtualKey(id="vk_bench", name="bench", created_at=now))  # type: ignore[union-attr]
-    await verifier.keysync.sync()                                                                   # type: ignore[union-attr]
-    token = mint(keyed.signing, "vk_bench", now + 86400)
+    assert gws["open"].frontdoor is None and keyed.signing is not None
     cold = (mint(keyed.signing, "vk_bench", now + 86400 + i) for i in range(10**9))
     apps = {"open": create_app(AppState(gateway=gws["open"])), "keys": create_app(AppState(gateway=keyed))}
     series = {"open": (apps["open"], lambda: None), "keys": (apps["keys"], lambda: token),

@@ -1,14 +1,15 @@
 """Fixtures for the limits tests: a real mock provider and real busbar processes bound to a group.
 
-Until keys exist end to end, a gateway is started with ``BUSBAR_TEST_OPEN_GROUP`` naming the group
-every request without an identity charges through (docs/limits.md#testing).
+``gateway_factory(config, mock_url, group)`` starts a gateway with the keys chain and the admin plane
+and mints a key bound to ``group`` (``tests.support.groupkey``): requests send ``gw.headers`` /
+``gw.token`` and charge through the group (docs/limits.md#testing).
 """
 from __future__ import annotations
 
 import pytest
 from busbar_mock_provider.process import MockProcess
 
-from tests.support.gateway import BusbarProcess
+from tests.support.groupkey import GroupKeyProcess
 
 KEYS = {"T_OPENAI_KEY": "sk-test-openai", "T_ANTHROPIC_KEY": "sk-ant-api-test"}
 
@@ -30,9 +31,9 @@ def _clean_mock(request):
 def gateway_factory(tmp_path_factory):
     started = []
 
-    def make(config_yaml: str, mock_url: str, group: str | None = None, env: dict | None = None) -> BusbarProcess:
-        env = {**KEYS, **({"BUSBAR_TEST_OPEN_GROUP": group} if group else {}), **(env or {})}
-        gw = BusbarProcess(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("gw"), env=env)
+    def make(config_yaml: str, mock_url: str, group: str | None = None, env: dict | None = None) -> GroupKeyProcess:
+        gw = GroupKeyProcess(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("gw"), group,
+                             env={**KEYS, **(env or {})})
         started.append(gw)
         return gw.start()
 

@@ -47,8 +47,8 @@ def limiter(extra: str, clock: Clock | None = None) -> tuple[Limiter, Flusher]:
     return lim, flusher
 
 
-def worst(tokens: int = 0, cost_micros: int = 0):
-    return lambda pool: Worst(tokens, cost_micros * 1_000_000)
+def worst(tokens: int = 0, cost_micros: int = 0) -> Worst:
+    return Worst(tokens, cost_micros * 1_000_000)
 
 
 def counts(lim: Limiter) -> dict[str, tuple[int, int]]:
@@ -221,8 +221,8 @@ def test_pool_scoped_budgets_and_downgrade() -> None:
     assert isinstance(t, Ticket) and t.pool == "frontier"
     t2 = lim.admit("dev", "frontier", worst(cost_micros=4000))     # frontier spent: re-admitted via value
     assert isinstance(t2, Ticket) and t2.pool == "value"
-    assert [b for b, _ in t2.windows] == ["group:dev@month#value"]
-    denied = lim.admit("dev", "frontier", worst(cost_micros=4000), allowed=lambda p: p != "value")
+    assert [w.bucket for w in t2.windows] == ["group:dev@month#value"]
+    denied = lim.admit("dev", "frontier", worst(cost_micros=4000), reprice=lambda p: None if p == "value" else worst(cost_micros=4000))
     assert isinstance(denied, Refusal)                   # the ACL re-check: the plain quota refusal
     assert denied.message == "group 'dev': budget per month in pool 'frontier' is exhausted (budget 5000)"
     both = lim.admit("dev", "frontier", worst(cost_micros=4000))
@@ -330,6 +330,91 @@ def test_a_live_config_apply_keeps_the_counters_and_reprices_spend() -> None:
     from types import SimpleNamespace
 
     from busbar.ir.model import Usage
-    record = SimpleNamespace(status=200, first_byte=1.0, stream=False, lane="big", usage=Usage(input_tokens=10))
+    record = SimpleNamespace(status=200, first_byte=1.0, stream=False, lane="big", usage=Usage(input_tokens=10),
+                             attempts=[])
     old.limiter.settle(old, open_, record)                 # admitted on the old config
     assert (lim.reservations, lim.inflight["g"], lim.spent_micros(win)) == (0, 0, 420)   # settled here
+
+
+FALLBACK = """
+rate_card:
+  big: { input_utok: 1.0, output_utok: 1.0 }
+  small: { input_utok: 2.0, output_utok: 2.0 }
+groups:
+  g: { limits: [ { requests: 10, per: hour }, { requests: 5, per: hour, pool: frontier },
+                 { requests: 5, per: hour, pool: value } ] }
+"""
+
+
+def test_a_fallback_hop_charges_the_pool_that_served_and_refunds_the_admitted_one() -> None:
+    lim, flusher = limiter(FALLBACK)
+    t = lim.admit("g", "frontier", worst(tokens=50))
+    assert isinstance(t, Ticket) and [w.bucket for w in t.windows] == ["group:g@hour", "group:g@hour#frontier"]
+    lim.settle(t, True, "small", TierTokens(input=10), served="value")
+    assert counts(lim) == {"group:g@hour": (1, 1), "group:g@hour#frontier": (1, 0), "group:g@hour#value": (1, 1)}
+    assert lim.current["group:g@hour#value"].spend == 20 * 1_000_000            # 10 tokens at 2 µ
+    assert lim.current["group:g@hour#frontier"].spend == 0
+    assert (lim.reservations, lim.current["group:g@hour#frontier"].reserved_tokens) == (0, 0)
+    assert lim.drain() == 3
+    start = lim.current["group:g@hour"].start
+    assert flusher.items == [("group:g@hour", start, UsageDelta(1, 1, {"small": TierTokens(input=10)})),
+                             ("group:g@hour#frontier", start, UsageDelta(1, 0)),
+                             ("group:g@hour#value", start, UsageDelta(1, 1, {"small": TierTokens(input=10)}))]
+
+
+SWEPT = """
+groups:
+  g: { limits: [ { requests: 100, per: minute }, { requests: 100, per: minute, pool: frontier } ] }
+  tmp: { limits: [ { requests: 100, per: minute }, { concurrent: 5 } ] }
+"""
+
+
+def _sweeping(every: int, clock: Clock) -> Limiter:
+    cfg = load_config_text(BASE + SWEPT, {"K": "k"}).config
+    return Limiter(GroupTree(cfg.groups), RateCard(None), clock=clock, sweep_every=every)
+
+
+def test_every_n_admissions_the_rolled_idle_windows_are_swept_and_live_counters_kept() -> None:
+    clock = Clock()
+    lim = _sweeping(4, clock)
+    t = lim.admit("g", "frontier", worst())                        # 1st admission
+    assert isinstance(t, Ticket)
+    lim.settle(t, True, None, None)
+    clock.t += 120                                                  # both minute windows rolled
+    for _ in range(2):                                              # 2nd, 3rd: no sweep yet
+        assert isinstance(lim.admit("g", None, worst()), Ticket)
+    assert set(lim.current) == {"group:g@minute", "group:g@minute#frontier"}
+    assert isinstance(lim.admit("g", None, worst()), Ticket)       # 4th: the sweep runs first
+    assert counts(lim) == {"group:g@minute": (3, 3)}               # the live window untouched, then charged
+    assert "group:g@minute#frontier" in lim.buckets               # still configured: only its window went
+    t = lim.admit("g", "frontier", worst())                        # the bucket starts a fresh window
+    assert isinstance(t, Ticket) and counts(lim)["group:g@minute#frontier"] == (1, 1)
+
+
+def test_a_window_holding_a_reservation_is_not_swept() -> None:
+    clock = Clock()
+    lim = _sweeping(2, clock)
+    open_ = lim.admit("g", "frontier", worst(tokens=10))           # never settled before the sweep
+    clock.t += 120
+    assert isinstance(lim.admit("g", None, worst()), Ticket)       # 2nd: sweep
+    held = lim.current["group:g@minute#frontier"]
+    assert (held.requests, held.reserved_tokens) == (1, 10)
+    assert isinstance(open_, Ticket)
+    lim.settle(open_, True, None, None)
+    assert held.reserved_tokens == 0
+
+
+def test_buckets_and_gauges_of_a_group_gone_from_the_tree_leave_memory_once_idle() -> None:
+    clock = Clock()
+    lim = _sweeping(1, clock)                                      # sweep at every admission
+    t = lim.admit("tmp", None, worst())
+    assert isinstance(t, Ticket) and "tmp" in lim.inflight
+    cfg = load_config_text(BASE + SWEPT.replace("  tmp:", "  gone:"), {"K": "k"}).config
+    lim.tree = GroupTree({"g": cfg.groups["g"]})                  # an auto-provisioned group removed
+    lim.settle(t, True, None, None)
+    assert isinstance(lim.admit("g", None, worst()), Ticket)       # tmp's window is still live: kept
+    assert "group:tmp@minute" in lim.current and "tmp" not in lim.inflight    # its idle gauge went
+    clock.t += 120
+    assert isinstance(lim.admit("g", None, worst()), Ticket)
+    assert set(lim.buckets) == {"group:g@minute"}                  # tmp's bucket swept out of memory
+    assert counts(lim) == {"group:g@minute": (1, 1)}

@@ -38,11 +38,11 @@ rate_card:
   claude: { input_utok: 3.0, output_utok: 15.0, cache_read_utok: 0.3, cache_write_utok: 3.75 }
 metrics: { buffer_seconds: 60 }
 """
-PROMPT = "x" * 3960          # the body is ~4 100 bytes: ~1 025 input tokens counted, + max_tokens 1000
+PROMPT = "x" * 885           # the body is ~1 025 bytes: ~1 025 input tokens reserved, + max_tokens 1000
 
 
 def _oa(gw) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gw.url + "/v1", api_key="sk-none", max_retries=0)
+    return openai.OpenAI(base_url=gw.url + "/v1", api_key=getattr(gw, "token", "") or "sk-none", max_retries=0)
 
 
 def _openai_body(prompt: int, completion: int) -> dict:
@@ -52,7 +52,7 @@ def _openai_body(prompt: int, completion: int) -> dict:
 
 
 def _metric(gw, name: str, **labels: str) -> float:
-    text = httpx.get(gw.url + "/metrics", timeout=5).text
+    text = httpx.get(gw.url + "/metrics", timeout=5, headers=getattr(gw, "headers", {})).text
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     for line in text.splitlines():
         m = re.match(rf"{name}\{{(.*)\}} (\S+)$", line)
@@ -112,7 +112,7 @@ CHAIN = """groups:
 
 def test_c028_a_chain_counts_each_request_once(gateway_factory, mock) -> None:
     gw = gateway_factory(BASE + CHAIN, mock.url, "bob")
-    client = anthropic.Anthropic(base_url=gw.url, api_key="sk-none", max_retries=0)
+    client = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
     for _ in range(2):
         msg = client.messages.create(model="c", max_tokens=16, messages=[{"role": "user", "content": "hi"}])
         assert msg.content[0].type == "text"
@@ -130,19 +130,19 @@ def test_c028_a_chain_counts_each_request_once(gateway_factory, mock) -> None:
 def test_a_spent_budget_answers_in_each_vendors_quota_shape(gateway_factory, mock) -> None:
     gw = gateway_factory(BASE + "groups:\n  broke: { limits: [ { budget: 0, per: day } ] }\n", mock.url, "broke")
     msg = "group 'broke': budget per day is exhausted (budget 0)"
-    r = httpx.post(gw.url + "/v1/chat/completions", json={"model": "p", "messages": [{"role": "user", "content": "hi"}]})
+    r = httpx.post(gw.url + "/v1/chat/completions", headers=gw.headers, json={"model": "p", "messages": [{"role": "user", "content": "hi"}]})
     assert r.status_code == 429
     assert r.json() == {"error": {"message": msg, "type": "insufficient_quota", "param": None,
                                   "code": "insufficient_quota"}}
     assert 1 <= int(r.headers["retry-after"]) <= 86400
-    r = httpx.post(gw.url + "/model/p/converse", json={"messages": [{"role": "user", "content": [{"text": "hi"}]}]})
+    r = httpx.post(gw.url + "/model/p/converse", headers=gw.headers, json={"messages": [{"role": "user", "content": [{"text": "hi"}]}]})
     assert r.status_code == 400
     assert r.headers["x-amzn-errortype"].startswith("ServiceQuotaExceededException:")
     assert r.json() == {"message": msg}
-    r = httpx.post(gw.url + "/v1beta/models/p:generateContent", json={"contents": [{"parts": [{"text": "hi"}]}]})
+    r = httpx.post(gw.url + "/v1beta/models/p:generateContent", headers=gw.headers, json={"contents": [{"parts": [{"text": "hi"}]}]})
     assert r.status_code == 429
     assert r.json()["error"]["status"] == "RESOURCE_EXHAUSTED" and r.json()["error"]["message"] == msg
-    r = httpx.post(gw.url + "/v1/messages", json={"model": "c", "max_tokens": 8,
+    r = httpx.post(gw.url + "/v1/messages", headers=gw.headers, json={"model": "c", "max_tokens": 8,
                                                    "messages": [{"role": "user", "content": "hi"}]})
     assert (r.status_code, r.json()["error"]) == (429, {"type": "rate_limit_error", "message": msg})
     assert mock.requests() == []
@@ -166,7 +166,7 @@ def test_race_at_concurrency_64_never_overshoots_one_budget(gateway_factory, moc
     async def race() -> list[int]:
         async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as client:
             body = {"model": "p", "max_tokens": 1000, "messages": [{"role": "user", "content": PROMPT}]}
-            rs = await asyncio.gather(*(client.post(gw.url + "/v1/chat/completions", json=body) for _ in range(64)))
+            rs = await asyncio.gather(*(client.post(gw.url + "/v1/chat/completions", json=body, headers=gw.headers) for _ in range(64)))
             return [r.status_code for r in rs]
 
     statuses = asyncio.run(race())
@@ -194,7 +194,7 @@ def _anthropic_body() -> dict:
 def test_c029_cost_through_anthropic_and_openai_clients_and_shadow_limits(gateway_factory, mock) -> None:
     gw = gateway_factory(BASE.replace("rate_card:", POOL_U + "rate_card:") + CARD_GROUP, mock.url, "g")
     mock.script([{"match": {"protocol": "anthropic"}, "times": 2, "response": {"body": _anthropic_body()}}])
-    client = anthropic.Anthropic(base_url=gw.url, api_key="sk-none", max_retries=0)
+    client = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
     msg = client.messages.create(model="c", max_tokens=600, messages=[{"role": "user", "content": "hi"}])
     assert msg.usage.cache_creation_input_tokens == 12304
     spend = _metric(gw, "busbar_limit_spend_micros_total", pool="c", model="claude")
@@ -208,13 +208,14 @@ def test_c029_cost_through_anthropic_and_openai_clients_and_shadow_limits(gatewa
     assert _metric(gw, "busbar_limit_shadow_rejections_total", group="g", metric="requests", window="hour") == 1.0
     assert "shadow limit: group 'g': requests per hour would have refused" in gw.logs()
     # the usage strategy ranks on the caller's chain headroom (requests per day) instead of abstaining
-    r = httpx.post(gw.url + "/v1/chat/completions", json={"model": "u", "messages": [{"role": "user", "content": "hi"}]})
+    r = httpx.post(gw.url + "/v1/chat/completions", headers=gw.headers, json={"model": "u", "messages": [{"role": "user", "content": "hi"}]})
     assert (r.status_code, r.headers["x-busbar-route-policy"]) == (200, "usage")
 
 
 def test_an_unpriced_adhoc_model_is_refused_before_forwarding(gateway_factory, mock) -> None:
     gw = gateway_factory(BASE, mock.url)
-    r = httpx.post(gw.url + "/an/mystery-model/v1/messages",
+    _, token = gw.mint(None, allowed_pools=["an"])           # a key granted the provider's ad-hoc models
+    r = httpx.post(gw.url + "/an/mystery-model/v1/messages", headers={"authorization": f"Bearer {token}"},
                    json={"model": "mystery-model", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
     assert r.status_code == 400
     assert r.json() == {"type": "error", "error": {"type": "invalid_request_error", "message":
@@ -227,15 +228,15 @@ def test_the_in_flight_gauge_is_released_when_a_stream_client_leaves(gateway_fac
     gw = gateway_factory(BASE + "groups:\n  one: { limits: [ { concurrent: 1 } ] }\n", mock.url, "one")
     mock.script([{"match": {"protocol": "openai"}, "response": {"chunk_delay_ms": 400}}])
     body = {"model": "p", "stream": True, "messages": [{"role": "user", "content": "one two three four five six"}]}
-    with httpx.Client(timeout=10) as c, c.stream("POST", gw.url + "/v1/chat/completions", json=body) as first:
+    with httpx.Client(timeout=10, headers=gw.headers) as c, c.stream("POST", gw.url + "/v1/chat/completions", json=body) as first:
         assert first.status_code == 200
         chunks = first.iter_bytes()
         next(chunks)                                     # streaming: the gauge holds the slot
-        r = httpx.post(gw.url + "/v1/chat/completions", json={**body, "stream": False})
+        r = httpx.post(gw.url + "/v1/chat/completions", headers=gw.headers, json={**body, "stream": False})
         assert r.status_code == 429 and "retry-after" not in r.headers
         assert r.json()["error"]["message"] == "group 'one': concurrent exceeded (limit 1)"
     wait_until(lambda: _metric(gw, "busbar_limit_reservations") == 0.0, what="the stream's ticket settled")
-    r = httpx.post(gw.url + "/v1/chat/completions", json={**body, "stream": False})
+    r = httpx.post(gw.url + "/v1/chat/completions", headers=gw.headers, json={**body, "stream": False})
     assert r.status_code == 200
 
 
@@ -245,10 +246,10 @@ def test_a_live_config_apply_keeps_the_counters_and_the_limits_until_a_restart(g
     gw = gateway_factory(BASE + "groups:\n  g: { limits: [ { requests: 2, per: hour } ] }\n", mock.url, "g",
                          env={"BUSBAR_LOG": "info"})
     body = {"model": "p", "messages": [{"role": "user", "content": "hi"}]}
-    assert [httpx.post(gw.url + "/v1/chat/completions", json=body).status_code for _ in range(2)] == [200, 200]
+    assert [httpx.post(gw.url + "/v1/chat/completions", headers=gw.headers, json=body).status_code for _ in range(2)] == [200, 200]
     text = gw.config_path.read_text().replace("requests: 2, per: hour", "requests: 3, per: hour")
     gw.config_path.write_text(text)
     gw.proc.send_signal(signal.SIGHUP)
     wait_until(lambda: "version 2 now serving" in gw.logs(), timeout=15, what="the config apply")
-    statuses = [httpx.post(gw.url + "/v1/chat/completions", json=body).status_code for _ in range(2)]
+    statuses = [httpx.post(gw.url + "/v1/chat/completions", headers=gw.headers, json=body).status_code for _ in range(2)]
     assert statuses == [429, 429]          # the 2 used are kept; a groups change waits for a restart

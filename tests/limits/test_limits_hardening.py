@@ -6,31 +6,53 @@ config reload keeps auto-provisioned groups enforced and refused keys refused. d
 from __future__ import annotations
 
 import signal
+from types import SimpleNamespace
 
 import httpx
 import openai
 import orjson
 import pytest
-from busbar.limits.estimate import choices, output_cap, worst_case
+from busbar.config.schema_access import RateCardEntry
+from busbar.limits.cost import RateCard
+from busbar.limits.estimate import UNCAPPED, choices, lane_prices, output_cap, worst_case
 from busbar.proto.openai.usage_ask import UsageStripper
 
 from tests.limits.test_limits_e2e import BASE, PROMPT, _metric, _oa, _openai_body
 from tests.limits.test_limits_stores import Gw
 from tests.support.gateway import free_port
+from tests.support.groupkey import mint_key
 from tests.support.waiting import wait_until
 
-PRICES = ((1_000_000, 3_000_000, 4096),)          # 1 µ per input token, 3 µ per output token
+PRICES = ((1_000_000, 3_000_000, 4096, UNCAPPED),)     # 1 µ per input token, 3 µ per output token
 
 
 # -- multi-choice reservations (unit) -------------------------------------------------------------
 def test_the_worst_case_multiplies_the_output_cap_by_the_choices_asked_for() -> None:
-    assert worst_case({"max_tokens": 100}, 400, PRICES).tokens == 200
+    assert worst_case({"max_tokens": 100}, 400, PRICES).tokens == 400 + 100
     w = worst_case({"max_tokens": 100, "n": 50}, 400, PRICES)
-    assert (w.tokens, w.cost) == (100 + 5000, 100 * 1_000_000 + 5000 * 3_000_000)
+    assert (w.tokens, w.cost) == (400 + 5000, 400 * 1_000_000 + 5000 * 3_000_000)
     w = worst_case({"generationConfig": {"maxOutputTokens": 10, "candidateCount": 8}}, 40, PRICES)
-    assert (w.tokens, w.cost) == (10 + 80, 10 * 1_000_000 + 80 * 3_000_000)
+    assert (w.tokens, w.cost) == (40 + 80, 40 * 1_000_000 + 80 * 3_000_000)
     w = worst_case({"n": 3}, 4, PRICES)                   # no cap in the body: the lane default, per choice
-    assert (w.tokens, w.cost) == (1 + 3 * 4096, 1_000_000 + 3 * 4096 * 3_000_000)
+    assert (w.tokens, w.cost) == (4 + 3 * 4096, 4 * 1_000_000 + 3 * 4096 * 3_000_000)
+
+
+def test_input_is_bounded_by_the_body_bytes_and_each_members_context_window() -> None:
+    # a byte-level BPE token holds at least one byte: the body's length bounds its input tokens,
+    # whatever the script (3 bytes per CJK character, 4 per emoji, 6 per \\u escape)
+    body = orjson.dumps({"max_tokens": 10, "messages": [{"role": "user", "content": "中文🙂"}]})
+    w = worst_case(orjson.loads(body), len(body), PRICES)
+    assert (w.input, w.output, w.tokens) == (len(body), 10, len(body) + 10)
+    members = [SimpleNamespace(lane=SimpleNamespace(name="a", upstream_model=None, default_max_tokens=None),
+                               context_max=300),
+               SimpleNamespace(lane=SimpleNamespace(name="b", upstream_model=None, default_max_tokens=None),
+                               context_max=None)]
+    card = RateCard({"a": RateCardEntry(input_utok=5.0, output_utok=1.0),
+                     "b": RateCardEntry(input_utok=1.0, output_utok=1.0)})
+    prices = lane_prices(members, card, 4096)
+    assert prices == ((5_000_000, 1_000_000, 4096, 300), (1_000_000, 1_000_000, 4096, UNCAPPED))
+    w = worst_case({"max_tokens": 10}, 1000, prices)      # a's window caps its input at 300 tokens
+    assert (w.input, w.tokens, w.cost) == (1000, 1010, max(300 * 5_000_000, 1000 * 1_000_000) + 10 * 1_000_000)
 
 
 def test_the_output_cap_is_the_largest_spelling_the_body_carries() -> None:
@@ -43,7 +65,7 @@ def test_the_output_cap_is_the_largest_spelling_the_body_carries() -> None:
     assert output_cap({"max_tokens": 0.5}) is output_cap({"max_tokens": "9"}) is output_cap({"max_tokens": True}) \
         is output_cap({"max_tokens": 1e300}) is None
     w = worst_case({"max_tokens": 1, "max_completion_tokens": 100}, 4, PRICES)
-    assert (w.tokens, w.cost) == (1 + 100, 1_000_000 + 100 * 3_000_000)
+    assert (w.tokens, w.cost) == (4 + 100, 4 * 1_000_000 + 100 * 3_000_000)
 
 
 def test_two_output_caps_cannot_shrink_a_strict_reservation(gateway_factory, mock) -> None:
@@ -73,13 +95,13 @@ def test_a_request_for_many_choices_reserves_each_of_them(gateway_factory, mock)
     gw = gateway_factory(BASE + "groups:\n  g: { limits: [ { budget: 10000, per: month } ] }\n", mock.url, "g")
     mock.script([{"match": {"protocol": "openai"}, "response": {"body": _openai_body(900, 200)}}])
     client = _oa(gw)
-    with pytest.raises(openai.RateLimitError) as exc:    # ~1 025 input + 3 × 1 000 × 3 µ: over 10 000 µ
-        client.chat.completions.create(model="p", max_tokens=1000, n=3,
+    with pytest.raises(openai.RateLimitError) as exc:    # ~1 000 input + 3 × 1 100 × 3 µ: over 10 000 µ
+        client.chat.completions.create(model="p", max_tokens=1100, n=3,
                                        messages=[{"role": "user", "content": PROMPT}])
     assert exc.value.status_code == 429
     assert exc.value.body["message"] == "group 'g': budget per month is exhausted (budget 10000)"
     assert mock.requests() == []
-    ok = client.chat.completions.create(model="p", max_tokens=1000, n=2,
+    ok = client.chat.completions.create(model="p", max_tokens=1100, n=2,       # ~1 000 + 6 600 µ
                                         messages=[{"role": "user", "content": PROMPT}])
     assert ok.usage is not None and ok.usage.completion_tokens == 200
     assert len(mock.requests()) == 1
@@ -99,7 +121,7 @@ def _sse(items: list) -> bytes:  # noqa: ANN401 - dicts or the [DONE] marker
 
 def _stream(gw, **extra) -> bytes:  # noqa: ANN001, ANN003
     body = {"model": "p", "stream": True, "max_tokens": 1000, "messages": [{"role": "user", "content": "hi"}], **extra}
-    with httpx.Client(timeout=10) as c, c.stream("POST", gw.url + "/v1/chat/completions", json=body) as r:
+    with httpx.Client(timeout=10, headers=gw.headers) as c, c.stream("POST", gw.url + "/v1/chat/completions", json=body) as r:
         assert r.status_code == 200
         return r.read()
 
@@ -144,19 +166,19 @@ def test_the_official_client_streams_without_usage_and_is_charged(gateway_factor
 
 
 def test_a_stream_that_never_reports_usage_is_charged_its_worst_case(gateway_factory, mock) -> None:
-    gw = gateway_factory(BASE + "groups:\n  g: { limits: [ { tokens: 4000, per: day } ] }\n", mock.url, "g")
+    gw = gateway_factory(BASE + "groups:\n  g: { limits: [ { tokens: 3900, per: day } ] }\n", mock.url, "g")
     mock.script([{"match": {"protocol": "openai"}, "response": {"sse": [*CHUNKS, "[DONE]"]}}])   # ignores the ask
     raw = orjson.dumps({"model": "p", "stream": True, "max_tokens": 1000,
                         "messages": [{"role": "user", "content": PROMPT}]})
-    inp = -(-len(raw) // 4)                                   # the documented count: bytes / 4, rounded up
-    with httpx.Client(timeout=10) as c:
+    inp = len(raw)                                            # the documented bound: the body's bytes
+    with httpx.Client(timeout=10, headers=gw.headers) as c:
         r = c.post(gw.url + "/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
         assert r.status_code == 200 and r.content == _sse([*CHUNKS, "[DONE]"])
         assert _metric(gw, "busbar_limit_tokens_total", pool="p", model="gpt", tier="input") == float(inp)
         assert _metric(gw, "busbar_limit_tokens_total", pool="p", model="gpt", tier="output") == 1000.0
         again = c.post(gw.url + "/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
-    assert again.status_code == 429                            # 2 × (inp + 1 000) > 4 000
-    assert again.json()["error"]["message"] == "group 'g': tokens per day exceeded (limit 4000)"
+    assert again.status_code == 429                            # 2 × (inp + 1 000) > 3 900 (inp = 972)
+    assert again.json()["error"]["message"] == "group 'g': tokens per day exceeded (limit 3900)"
     assert len(mock.requests()) == 1
     assert "ended without reporting usage; charged its worst case" in gw.logs()
 
@@ -166,15 +188,7 @@ TEAM = "  team: { child_default: { limits: [ { requests: 1, per: hour } ] } }\n"
 
 
 def _mint(gw, group: str, parent: str | None = None) -> str:  # noqa: ANN001
-    body = {"name": f"k-{group}", "group": group, **({"parent": parent} if parent else {})}
-    r = gw.admin.post("/keys", json=body)
-    assert r.status_code == 201, r.text
-    token: str = r.json()["token"]
-    probe = {"model": "no-such-pool", "messages": [{"role": "user", "content": "hi"}]}     # 404 once known
-    wait_until(lambda: httpx.post(gw.url + "/v1/chat/completions", json=probe, timeout=5,
-                                  headers={"authorization": f"Bearer {token}"}).status_code == 404,
-               what="the minted key synced")
-    return token
+    return mint_key(gw.admin, [gw.url], group, **({"parent": parent} if parent else {}))[1]
 
 
 def _ask(gw, token: str, **extra) -> httpx.Response:  # noqa: ANN001, ANN003

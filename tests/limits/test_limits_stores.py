@@ -24,7 +24,7 @@ import pytest
 from tests.fleet.conftest import plugins_dir, store_config  # noqa: F401 - fixtures
 from tests.limits.test_limits_e2e import PROMPT, _openai_body, _together
 from tests.support.gateway import BIN, BusbarProcess, free_port
-from tests.support.waiting import wait_until
+from tests.support.groupkey import mint_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -61,15 +61,7 @@ class Gw(BusbarProcess):
                                   headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
 
     def mint(self, group: str) -> tuple[str, str]:
-        r = self.admin.post("/keys", json={"name": f"k-{group}", "group": group})
-        assert r.status_code == 201, r.text
-        key_id: str = r.json()["id"]
-        token: str = r.json()["token"]
-        probe = {"model": "no-such-pool", "messages": [{"role": "user", "content": "hi"}]}     # 404 once known
-        wait_until(lambda: httpx.post(self.url + "/v1/chat/completions", json=probe, timeout=5,
-                                      headers={"authorization": f"Bearer {token}"}).status_code == 404,
-                   what="the minted key synced")
-        return key_id, token
+        return mint_key(self.admin, [self.url], group)
 
     def stop(self) -> None:
         self.admin.close()

@@ -51,17 +51,17 @@ def _setup(store: Any, extra: str = CHAIN) -> tuple[Limiter, StrictLimits, Any, 
 
 
 def _admit(limiter: Limiter, strict: StrictLimits, gw: Any, cost_micros: int = 0) -> tuple[Any, Any]:
-    ticket = limiter.admit("bob", None, lambda pool: Worst(10, cost_micros * 1_000_000, 4, 6))
+    ticket = limiter.admit("bob", None, Worst(10, cost_micros * 1_000_000, 4, 6))
     assert isinstance(ticket, Ticket)
     return ticket, *asyncio.run(strict.admit(gw, get_dialect("openai"), limiter, ticket))
 
 
 def test_the_engine_charges_strict_buckets_without_deciding_them_and_cancel_undoes_an_admission() -> None:
     limiter, strict, _, _ = _setup(MemoryStore())
-    tickets = [limiter.admit("bob", None, lambda pool: Worst(10, 0)) for _ in range(3)]
+    tickets = [limiter.admit("bob", None, Worst(10, 0)) for _ in range(3)]
     assert all(isinstance(t, Ticket) for t in tickets)           # the strict cap of 2 is not the engine's
     assert counts(limiter)["group:bob@minute"] == (3, 3)
-    assert limiter.admit("bob", None, lambda pool: Worst(10, 0)).message == \
+    assert limiter.admit("bob", None, Worst(10, 0)).message == \
         "group 'bob': requests per hour exceeded (limit 3)"       # a non-strict limit still is
     for t in tickets:
         limiter.cancel(t)
@@ -131,7 +131,7 @@ def test_a_store_failure_refuses_503_naming_the_group_and_moves_nothing() -> Non
 
 
 def _reply_in(limiter: Limiter, strict: StrictLimits, gw: Any, dialect: str) -> Any:
-    ticket = limiter.admit("bob", None, lambda pool: Worst())
+    ticket = limiter.admit("bob", None, Worst())
     reply, _ = asyncio.run(strict.admit(gw, get_dialect(dialect), limiter, ticket))
     return reply
 
@@ -176,7 +176,7 @@ def test_an_admission_granted_after_the_timeout_is_refused_503_and_released(monk
     limiter, strict, gw, metrics = _setup(store)
 
     async def run() -> tuple[Any, Any, Any]:
-        ticket = limiter.admit("bob", None, lambda pool: Worst(10, 0))
+        ticket = limiter.admit("bob", None, Worst(10, 0))
         reply, hold = await strict.admit(gw, get_dialect("openai"), limiter, ticket)
         await asyncio.sleep(0.3)                              # the store answers "admitted" late ...
         await strict.close()                                  # ... and the release has run
@@ -192,7 +192,7 @@ def test_a_request_cancelled_while_the_store_decides_leaves_nothing_held() -> No
     limiter, strict, gw, _ = _setup(store)
 
     async def run() -> Any:
-        ticket = limiter.admit("bob", None, lambda pool: Worst(10, 0))
+        ticket = limiter.admit("bob", None, Worst(10, 0))
         task = asyncio.ensure_future(strict.admit(gw, get_dialect("openai"), limiter, ticket))
         await asyncio.sleep(0.02)
         task.cancel()

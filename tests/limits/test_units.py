@@ -68,7 +68,7 @@ def test_entries_are_priced_by_their_unit_rate_in_integer_pico_units():
 
 def test_settled_units_are_charged_to_budgets_but_are_not_tokens():
     lim, _, flusher = _limiter()
-    t = lim.admit("g", "stt", lambda pool: Worst(0, 0))
+    t = lim.admit("g", "stt", Worst(0, 0))
     assert isinstance(t, Ticket)
     lim.settle(t, True, "whisper", TierTokens(5), {"whisper#characters": TierTokens(4)})
     day = lim.current["group:g@day"]
@@ -83,7 +83,7 @@ def test_settled_units_are_charged_to_budgets_but_are_not_tokens():
 
 def test_a_failed_request_is_charged_no_units():
     lim, _, flusher = _limiter()
-    t = lim.admit("g", "stt", lambda pool: Worst(0, 0))
+    t = lim.admit("g", "stt", Worst(0, 0))
     assert isinstance(t, Ticket)
     lim.settle(t, False, None, None, None)
     assert (lim.current["group:g@day"].spend, lim.drain(), flusher.items[0][2].models) == (0, 1, {})

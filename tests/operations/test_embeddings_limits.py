@@ -6,6 +6,9 @@ from __future__ import annotations
 import openai
 import pytest
 
+from tests.operations.conftest import KEYS
+from tests.support.groupkey import GroupKeyProcess
+
 CONFIG = """
 listen: "127.0.0.1:{port}"
 providers:
@@ -25,12 +28,14 @@ groups:
 
 
 @pytest.fixture(scope="module")
-def gw(gateway_factory, mock):
-    return gateway_factory(CONFIG, mock.url, env={"BUSBAR_TEST_OPEN_GROUP": "g"})
+def gw(tmp_path_factory, mock):
+    proc = GroupKeyProcess(CONFIG.replace("MOCK", mock.url), tmp_path_factory.mktemp("gw"), "g", env=KEYS)
+    yield proc.start()          # requests send a key bound to group g
+    proc.stop()
 
 
 def test_a_group_request_limit_counts_embeddings(gw, mock):
-    with openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as oa:
+    with openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.token, max_retries=0) as oa:
         for _ in range(2):
             assert len(oa.embeddings.create(model="emb", input=["a", "b"]).data) == 2
         with pytest.raises(openai.RateLimitError) as e:

@@ -69,9 +69,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
 #: Keys whose every accepted value is what this build does anyway: key -> why no code is needed.
 NO_EFFECT: dict[str, str] = {
     "advanced.upstream_http1_only": "the upstream client speaks HTTP/1.1 only, so both values hold",
-    "advanced.rate_sweep_interval": ("each group-limit bucket keeps only its current window in memory "
-                                     "(limits/engine.py): a rolled window is replaced at its next admission, so "
-                                     "there are no idle windows to sweep and any interval is honoured"),
 }
 
 #: key path pattern -> the kernel module (under busbar/) that reads it at run time.
@@ -80,6 +77,7 @@ READERS: dict[str, str] = {
     "store.module": "store/attach.py",
     "store.settings": "store/attach.py",
     "advanced.usage_flush_interval_ms": "store/attach.py",
+    "advanced.rate_sweep_interval": "limits/gate.py",    # the limiter sweeps idle windows every N admissions
     "auth.chain": "auth/boot.py",
     "auth.signing_key": "auth/boot.py",
     "auth.upstream_credentials": "proxy/attempt.py",

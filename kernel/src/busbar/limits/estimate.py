@@ -1,7 +1,15 @@
 """A request's worst case, counted from its body before anything is forwarded.
 
-Input tokens: the body's UTF-8 bytes / 4, rounded up (the JSON envelope included, so it errs high
-on short prompts). Output tokens: the body's own cap (the largest of ``max_tokens``, ``max_completion_tokens``,
+Input tokens: the body's byte length, capped per lane by its pool member's ``context_max`` when set.
+That is a real upper bound, not an average, for a byte-level BPE tokenizer or one with byte fallback
+(the published ones: GPT-2 .. o200k, Llama 3, Gemma's SentencePiece): it never makes a token out of
+less than one byte of the text, the JSON body is at least as long as the text it carries (escapes
+only lengthen it), and its per-message envelope (``{"role":"user","content":""}``, 28 bytes) is
+longer than the few tokens a chat template adds per message. A prompt longer than the model's
+context window is refused by the provider (refunded, nothing billed), so ``context_max`` caps it.
+What the body does not carry is not bounded: tokens a provider adds on its own (a tool-use system
+prompt) and media fetched by URL.
+Output tokens: the body's own cap (``max_tokens``, ``max_completion_tokens``,
 ``max_output_tokens``, Gemini ``generation_config.max_output_tokens``, Bedrock
 ``inferenceConfig.maxTokens``), else the lane's ``default_max_tokens``, else
 ``limits.default_max_tokens``; for a pool, the largest over its members. That cap is per choice:
@@ -11,7 +19,7 @@ Cohere ``num_generations``; 1 when absent). Cost: input at the dearest
 input-side rate (input, cache read, cache write) plus output at the output rate, at the dearest
 member of the pool (pico-units; the fee is charged separately).
 
-``lane_prices(lanes, card, default_max)`` (once per pool), then per request
+``lane_prices(members, card, default_max)`` (once per pool; members or bare lanes), then per request
 ``worst_case(body, raw_len, prices) -> Worst``.
 
 Source: docs/limits.md#reservations.
@@ -24,79 +32,105 @@ from typing import Any
 from busbar.limits.cost import RateCard
 from busbar.limits.engine import Worst
 
-__all__ = ["choices", "lane_prices", "output_cap", "worst_case"]
+__all__ = ["BYTES_PER_TOKEN", "UNCAPPED", "choices", "lane_prices", "output_cap", "worst_case"]
 
-BYTES_PER_TOKEN = 4
+UNCAPPED = 1 << 62          # a lane with no ``context_max``: the input bound is the byte length
+BYTES_PER_TOKEN = 4         # the average, not a bound: what usage a provider does not report is charged
+                            # as (UTF-8 bytes / 4, rounded up); the reservation holds the bytes themselves
+
+
+# One pass over the body's top-level keys: what each spelling is (nested ones carry their inner key's index).
+_CAP, _MANY, _NESTED = 0, 1, 2
+_TOP: dict[str, tuple[int, int]] = {
+    "max_tokens": (_CAP, 0), "max_completion_tokens": (_CAP, 1), "max_output_tokens": (_CAP, 2),
+    "n": (_MANY, 0), "best_of": (_MANY, 0), "candidateCount": (_MANY, 0), "candidate_count": (_MANY, 0),
+    "num_generations": (_MANY, 0),
+    "generation_config": (_NESTED, 3), "generationConfig": (_NESTED, 4), "inferenceConfig": (_NESTED, 5)}
+_INNER_CAP = {3: "max_output_tokens", 4: "maxOutputTokens", 5: "maxTokens"}
 
 
 def _int(v: Any) -> int | None:
     """A positive integer count, or ``None``; a whole float (``1e5``, which a JSON parser reads as
     ``100000.0`` and an upstream may accept) counts as its integer."""
-    if isinstance(v, float) and v.is_integer() and 0 < v < 2 ** 63:
+    if v.__class__ is int:
+        return v if v > 0 else None
+    if v.__class__ is float and v.is_integer() and 0 < v < 2 ** 63:
         return int(v)
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+    return None
+
+
+def _scan(body: Mapping[str, Any]) -> tuple[int | None, int]:
+    """``(output cap, choices)`` of ``body`` in one pass over its top-level keys. A body that spells
+    the cap more than once gets the largest: the ingress may forward any one of them (the OpenAI
+    reader prefers ``max_completion_tokens`` over ``max_tokens``), and a worst case must not be the
+    smaller one."""
+    cap: int | None = None
+    many = 1
+    top = _TOP
+    for key, v in body.items():
+        kind = top.get(key)
+        if kind is None:
+            continue
+        what, order = kind
+        if what == _CAP:
+            n = _int(v)
+            if n is not None and (cap is None or n > cap):
+                cap = n
+        elif what == _MANY:
+            n = _int(v)
+            if n is not None and n > many:
+                many = n
+        elif isinstance(v, dict):
+            n = _int(v.get(_INNER_CAP[order]))
+            if n is not None and (cap is None or n > cap):
+                cap = n
+            if order != 5:
+                for inner in ("candidateCount", "candidate_count"):
+                    n = _int(v.get(inner))
+                    if n is not None and n > many:
+                        many = n
+    return cap, many
 
 
 def output_cap(body: Mapping[str, Any]) -> int | None:
-    """The output-token cap the body asks for, in any protocol's spelling, or ``None``. A body
-    that spells it more than once gets the largest: the ingress may forward any one of them (the
-    OpenAI reader prefers ``max_completion_tokens`` over ``max_tokens``), and a worst case must not
-    be the smaller one."""
-    caps: list[int] = []
-    for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
-        v = _int(body.get(key))
-        if v is not None:
-            caps.append(v)
-    for outer, inner in (("generation_config", "max_output_tokens"), ("generationConfig", "maxOutputTokens"),
-                         ("inferenceConfig", "maxTokens")):
-        sub = body.get(outer)
-        if isinstance(sub, dict):
-            v = _int(sub.get(inner))
-            if v is not None:
-                caps.append(v)
-    return max(caps) if caps else None
+    """The output-token cap the body asks for, in any protocol's spelling, or ``None``."""
+    return _scan(body)[0]
 
 
 def choices(body: Mapping[str, Any]) -> int:
     """How many choices (completions, candidates, generations) the body asks for: the largest of
     its spellings, 1 when none is a positive integer. Each choice may produce the full output cap."""
-    n = 1
-    for key in ("n", "best_of", "candidateCount", "candidate_count", "num_generations"):
-        v = _int(body.get(key))
-        if v is not None and v > n:
-            n = v
-    for outer in ("generation_config", "generationConfig"):
-        sub = body.get(outer)
-        if isinstance(sub, dict):
-            for key in ("candidateCount", "candidate_count"):
-                v = _int(sub.get(key))
-                if v is not None and v > n:
-                    n = v
-    return n
+    return _scan(body)[1]
 
 
-def lane_prices(lanes: Iterable[Any], card: RateCard, default_max: int) -> tuple[tuple[int, int, int], ...]:
-    """Per lane: ``(dearest input-side rate, output rate, default output cap)`` (pico-units per
-    token; unpriced lanes 0), computed once per pool."""
+def lane_prices(members: Iterable[Any], card: RateCard,
+                default_max: int) -> tuple[tuple[int, int, int, int], ...]:
+    """Per pool member (or bare lane): ``(dearest input-side rate, output rate, default output cap,
+    input cap)`` (pico-units per token; unpriced lanes 0; the input cap is the member's
+    ``context_max``, else :data:`UNCAPPED`), computed once per pool."""
     out = []
-    for lane in lanes:
+    for member in members:
+        lane = getattr(member, "lane", member)
         rates = card.rates_of(lane.name, lane.upstream_model)
         inp = 0 if rates is None else max(rates.input, rates.cache_read, rates.cache_write)
-        out.append((inp, 0 if rates is None else rates.output, lane.default_max_tokens or default_max))
+        out.append((inp, 0 if rates is None else rates.output, lane.default_max_tokens or default_max,
+                    getattr(member, "context_max", None) or UNCAPPED))
     return tuple(out)
 
 
-def worst_case(body: Mapping[str, Any], raw_len: int, prices: tuple[tuple[int, int, int], ...]) -> Worst:
-    """The worst case of sending ``body`` to any lane of ``prices`` (:func:`lane_prices`)."""
-    inp = -(-raw_len // BYTES_PER_TOKEN)
-    cap = output_cap(body)
-    many = choices(body)
-    tokens = cost = output = 0
-    for in_rate, out_rate, default_out in prices:
+def worst_case(body: Mapping[str, Any], raw_len: int, prices: tuple[tuple[int, int, int, int], ...]) -> Worst:
+    """The worst case of sending ``body`` (``raw_len`` bytes) to any lane of ``prices``
+    (:func:`lane_prices`)."""
+    cap, many = _scan(body)
+    tokens = cost = output = top_in = 0
+    for in_rate, out_rate, default_out, in_cap in prices:
+        inp = raw_len if raw_len < in_cap else in_cap
         out = (cap if cap is not None else default_out) * many
         c = inp * in_rate + out * out_rate
         if inp + out > tokens:
             tokens, output = inp + out, out
+        if inp > top_in:
+            top_in = inp
         if c > cost:
             cost = c
-    return Worst(tokens, cost, inp if prices else 0, output)
+    return Worst(tokens, cost, top_in, output)

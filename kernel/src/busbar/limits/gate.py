@@ -19,8 +19,12 @@ rate card: the request path then pays one attribute read). Per request:
 
 The identity is duck-typed: ``identity.group`` (``None`` = unlimited) and
 ``identity.allowed_pools`` (``None`` = every pool). With no identity on the request (an open front
-door) nothing is charged, unless ``BUSBAR_TEST_OPEN_GROUP`` names a group at boot: a test hook that
-charges every request without an identity through that group (docs/limits.md#testing).
+door) nothing is charged. A reply served by a ``fallback_pool`` hop is charged to the pool that
+served (the last attempt's pool in ``record.attempts``).
+
+The per-request work is kept flat: the worst case reads the body already parsed (one pass over its
+top-level keys) against prices resolved once per pool object; the limiter's plans resolve every
+bucket once per (group, pool); settlement is a bound method, not a closure.
 
 Source: docs/limits.md.
 """
@@ -28,9 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +40,7 @@ from busbar_sdk.store import StoreError, StoreUnsupported, TierTokens
 from busbar_sdk.store.windows import window_start
 
 from busbar.limits.cost import RateCard, tiers_of
-from busbar.limits.engine import Limiter, Refusal, Ticket, Worst
+from busbar.limits.engine import Limiter, Ticket, Worst
 from busbar.limits.estimate import lane_prices, worst_case
 from busbar.limits.metrics import LimitMetrics
 from busbar.limits.replies import refusal_reply
@@ -58,11 +60,10 @@ if TYPE_CHECKING:
     from busbar.proxy.relay import Reply
     from busbar.proxy.translate import Call
 
-__all__ = ["OPEN_GROUP_ENV", "Limits", "carry_limits"]
+__all__ = ["Limits", "carry_limits"]
 
 log = logging.getLogger("busbar.limits")
-
-OPEN_GROUP_ENV = "BUSBAR_TEST_OPEN_GROUP"
+_NO_HOP: tuple[Any, Any, Any] = (None, None, None)
 
 
 class Limits:
@@ -71,30 +72,30 @@ class Limits:
     Args:
         cfg: the ``DeploymentConfig``.
         registry: the gateway's Prometheus registry, or ``None`` (metrics off).
-        open_group: the group charged when a request carries no identity (test hook), or ``None``.
     """
 
-    def __init__(self, cfg: Any, registry: CollectorRegistry | None = None, open_group: str | None = None) -> None:
+    def __init__(self, cfg: Any, registry: CollectorRegistry | None = None) -> None:
         self.card = RateCard(cfg.rate_card, cfg.per_request_fee)
         self.config_groups: dict[str, Any] = dict(cfg.groups)
         self.tree = GroupTree(cfg.groups)
         self.metrics = LimitMetrics(registry)
-        self.limiter = Limiter(self.tree, self.card, on_shadow=self._shadow, on_refuse=self.metrics.refused)
+        self.limiter = Limiter(self.tree, self.card, on_shadow=self._shadow, on_refuse=self.metrics.refused,
+                               sweep_every=int(cfg.advanced.rate_sweep_interval))
         self.metrics.watch(lambda: self.limiter.reservations)
         self.strict = StrictLimits(self.card, self.metrics)
         self.runtime: dict[str, Any] = {}
         self.default_max = int(cfg.limits.default_max_tokens)
-        self.open_group = open_group
         self._drainer: asyncio.Future[None] | None = None
-        self._prices: dict[str, tuple[tuple[int, int, int], ...]] = {}     # pool -> lane_prices
+        self._prices: dict[Pool, tuple[tuple[int, int, int, int], ...]] = {}     # pool object -> lane_prices
+        self._hop: tuple[Any, Any, Any] = _NO_HOP                            # see _hop_worst
+        self._reprice = self._hop_worst         # bound once: admission passes it without making one
 
     @classmethod
     def build(cls, cfg: Any, registry: CollectorRegistry | None = None) -> Limits | None:
         """The running limits, or ``None`` when ``groups:`` is empty and no ``rate_card`` is set."""
         if not cfg.groups and cfg.rate_card is None:
             return None
-        group = os.environ.get(OPEN_GROUP_ENV) or None
-        return cls(cfg, registry, group if group in cfg.groups else None)
+        return cls(cfg, registry)
 
     def set_runtime(self, runtime: Mapping[str, Any]) -> None:
         """Enforce the auto-provisioned groups ``runtime`` (``{name: GroupConfig}``) beside the
@@ -111,9 +112,7 @@ class Limits:
         process registry."""
         prev = old.limiter
         lim = self.limiter
-        lim.current, lim.inflight, lim.dirty = prev.current, prev.inflight, prev.dirty
-        lim.reservations = prev.reservations
-        lim.flusher = prev.flusher
+        lim.take_over(prev)
         for win in lim.current.values():
             win.spend = self.card.ledger_pico({m: TierTokens(*v) for m, v in win.models.items()}, 0)
         self.set_runtime(old.runtime)
@@ -121,7 +120,6 @@ class Limits:
         if runtime is not None:
             runtime.on_change[:] = [self.set_runtime if cb == old.set_runtime else cb for cb in runtime.on_change]
         self.metrics, self._drainer, old._drainer = old.metrics, old._drainer, None
-        self.open_group = old.open_group
         self.strict.pending |= old.strict.pending
         old.limiter, old.strict = lim, self.strict      # tickets admitted on the old config settle here
 
@@ -218,43 +216,55 @@ class Limits:
     def admit(self, gw: Gateway, call: Call, target: Pool | Lane,
               identity: Any) -> tuple[Reply | None, Pool | Lane, Ticket | None]:
         """Admit ``call`` (see the module docstring)."""
-        if isinstance(target, Lane) and self.card.present and target.name not in gw.lanes \
+        if target.__class__ is Lane and self.card.present and target.name not in gw.lanes \
                 and self.card.rates_of(target.name, target.upstream_model) is None:
             return error_reply(call.ingress, 400, ErrorKind.INVALID_REQUEST,
                                f"model '{target.name}' has no rate_card entry; an unpriced model is refused "
                                f"while a rate card is configured"), target, None
-        group = getattr(identity, "group", None) if identity is not None else self.open_group
+        group = identity.group if identity is not None else None
         if group is None:
             return None, target, None
-        allowed_pools = getattr(identity, "allowed_pools", None)
-        body, raw_len = call.body, len(call.raw)
+        if target.__class__ is Pool:
+            prices = self._prices.get(target)
+            if prices is None:
+                prices = self._pool_prices(target)
+            pool: str | None = target.name
+        else:                         # a direct or ad-hoc lane: its own prices (ad-hoc names are unbounded)
+            prices = lane_prices((target,), self.card, self.default_max)
+            pool = None
+        if pool is not None:          # what a downgrade hop reprices (read only inside this call)
+            self._hop = (gw, call, identity.allowed_pools)
+        worst = worst_case(call.body, len(call.raw), prices)
+        if call.op is not None:       # a non-chat operation: the units its body asks for, at the dearest lane
+            lanes = (m.lane for m in target.members) if target.__class__ is Pool else (target,)
+            worst = worst._replace(cost=worst.cost + unit_worst(call.op, lanes, self.card))
+        verdict = self.limiter.admit(group, pool, worst, self._reprice if pool is not None else None)
+        self._hop = _NO_HOP           # the request is not kept alive past its admission
+        if verdict.__class__ is Ticket:
+            if verdict.pool != pool and verdict.pool is not None:     # a downgrade hop: pool to pool
+                log.info("group '%s': pool '%s' budget spent; downgraded to pool '%s'", group, pool,
+                         verdict.pool)
+                target = gw.pools[verdict.pool]
+            return None, target, verdict
+        return refusal_reply(call.ingress, verdict), target, None     # type: ignore[arg-type]
 
-        def worst_of(pool: str | None) -> Worst:
-            worst = worst_case(body, raw_len, self._prices_of(gw, pool, target))
-            if call.op is None:
-                return worst
-            lanes = (target,) if pool is None else (m.lane for m in gw.pools[pool].members)
-            return dataclasses.replace(worst, cost=worst.cost + unit_worst(call.op, lanes, self.card))
+    def _hop_worst(self, pool: str) -> Worst | None:
+        """A downgrade hop's worst case (``Limiter.admit``'s ``reprice``): the next pool's prices,
+        or ``None`` when that pool is gone or the caller's grant does not cover it. The request is
+        the one :meth:`admit` is admitting (``_hop``: the limiter calls this synchronously)."""
+        gw, call, allowed = self._hop
+        target = gw.pools.get(pool)
+        if target is None or (allowed is not None and pool not in allowed):
+            return None
+        prices = self._prices.get(target) or self._pool_prices(target)
+        worst = worst_case(call.body, len(call.raw), prices)
+        if call.op is not None:
+            worst = worst._replace(cost=worst.cost + unit_worst(call.op, (m.lane for m in target.members),
+                                                                self.card))
+        return worst
 
-        def allowed(pool: str) -> bool:
-            return pool in gw.pools and (allowed_pools is None or pool in allowed_pools)
-
-        verdict = self.limiter.admit(group, target.name if isinstance(target, Pool) else None, worst_of, allowed)
-        if isinstance(verdict, Refusal):
-            return refusal_reply(call.ingress, verdict), target, None
-        if isinstance(target, Pool) and verdict.pool != target.name and verdict.pool is not None:
-            log.info("group '%s': pool '%s' budget spent; downgraded to pool '%s'", group, target.name,
-                     verdict.pool)
-            target = gw.pools[verdict.pool]
-        return None, target, verdict
-
-    def _prices_of(self, gw: Gateway, pool: str | None, target: Pool | Lane) -> tuple[tuple[int, int, int], ...]:
-        if pool is None:              # a direct or ad-hoc lane: its own prices (ad-hoc names are unbounded)
-            return lane_prices((target,), self.card, self.default_max)
-        prices = self._prices.get(pool)
-        if prices is None:
-            prices = self._prices[pool] = lane_prices((m.lane for m in gw.pools[pool].members), self.card,
-                                                      self.default_max)
+    def _pool_prices(self, pool: Pool) -> tuple[tuple[int, int, int, int], ...]:
+        prices = self._prices[pool] = lane_prices(pool.members, self.card, self.default_max)
         return prices
 
     async def serve(self, gw: Gateway, call: Call, target: Pool | Lane,
@@ -269,7 +279,7 @@ class Limits:
             return refused
         if ticket is not None:
             hold = None
-            if self.strict.limits_of(self.tree, ticket.group, ticket.pool):     # decided by the shared store
+            if ticket.plan.strict:       # decided by the shared store (busbar.limits.strict)
                 refused, hold = await self.strict.admit(gw, call.ingress, self.limiter, ticket)
                 if refused is not None:
                     return refused
@@ -283,34 +293,55 @@ class Limits:
                     if hold is not None:
                         self.strict.settle(gw, hold, ok, None, None)
                 return reply
-            record.on_finish(lambda rec: self.settle(gw, ticket, rec, hold))
+            record.on_finish(_Settle(self, gw, ticket, hold).run)
         return await run(target)
 
     def settle(self, gw: Gateway, ticket: Ticket, record: RequestRecord, hold: Hold | None = None) -> None:
         """Settle ``ticket`` from the finished ``record``: a 2xx reply is billable and its tokens
-        (``record.usage``: a stream's as far as it got) are charged to the lane that served; a 2xx
-        stream that reported no usage at all (cut before its usage chunk, or an upstream that never
-        sends one) is charged the ticket's worst case instead of nothing; anything else (or a client
-        that left before the reply) is refunded. ``hold``: the strict counters to settle too."""
+        (``record.usage``: a stream's as far as it got) are charged to the lane that served, in the
+        pool that served (a ``fallback_pool`` hop moves the charge there); a 2xx stream that
+        reported no usage at all (cut before its usage chunk, or an upstream that never sends one)
+        is charged the ticket's worst case instead of nothing; anything else (or a client that
+        left before the reply) is refunded. ``hold``: the strict counters to settle too."""
         ok = 200 <= record.status < 300 and record.first_byte is not None
         model = record.lane
         tiers = None
+        served = None
         if ok and model is not None:
+            attempts = record.attempts
+            served = attempts[-1].pool if attempts and ticket.pool is not None else None
             tiers = tiers_of(record.usage)
             worst = ticket.worst
-            if record.stream and tiers.is_zero() and (worst.input or worst.output):
+            if record.stream and not (tiers.input or tiers.output or tiers.cache_read or tiers.cache_write) \
+                    and (worst.input or worst.output):
                 log.warning("group '%s': a stream on lane %s ended without reporting usage; charged its "
                             "worst case (%d input + %d output tokens)", ticket.group, model, worst.input,
                             worst.output)
                 tiers = TierTokens(worst.input, worst.output, 0, 0)
-            self.metrics.used(ticket.pool or "", gw, model, tiers, self.card)
-        op_usage = getattr(record, "extra", {}).get("op_usage") if ok and model is not None else None
-        units = unit_entries(model, op_usage) if op_usage is not None and model is not None else None
-        if units:
-            self.metrics.used_units(ticket.pool or "", gw, units, self.card)
-        self.limiter.settle(ticket, ok, model, tiers, units)
+            self.metrics.used(served or ticket.pool or "", gw, model, tiers, self.card)
+        units = None
+        if ok and model is not None:
+            extra = getattr(record, "extra", None)
+            op_usage = extra.get("op_usage") if extra else None
+            if op_usage is not None:
+                units = unit_entries(model, op_usage)
+                if units:
+                    self.metrics.used_units(served or ticket.pool or "", gw, units, self.card)
+        self.limiter.settle(ticket, ok, model, tiers, units, served or None)
         if hold is not None:
             self.strict.settle(gw, hold, ok, model, tiers, units)
+
+
+class _Settle:
+    """One admitted request's settlement, as the record's finisher (a bound method, no closure)."""
+
+    __slots__ = ("limits", "gw", "ticket", "hold")
+
+    def __init__(self, limits: Limits, gw: Gateway, ticket: Ticket, hold: Hold | None) -> None:
+        self.limits, self.gw, self.ticket, self.hold = limits, gw, ticket, hold
+
+    def run(self, record: RequestRecord) -> None:
+        self.limits.settle(self.gw, self.ticket, record, self.hold)
 
 
 def carry_limits(old: Any, new: Any) -> None:

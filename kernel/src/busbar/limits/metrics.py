@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LimitMetrics"]
 
+_TIERS = ("input", "output", "cache_read", "cache_write")
+
 
 class LimitMetrics:
     """The counters above on ``registry`` (``None``: kept in memory only)."""
@@ -44,6 +46,7 @@ class LimitMetrics:
         self.rejection_counts: Tally[str] = Tally()
         self.strict_failures: Tally[str] = Tally()
         self._rej = self._shadow = self._tokens = self._spend = self._units = self._strict = None
+        self._children: dict[tuple[str, str], tuple[tuple[Any, ...], Any]] = {}   # (pool, label) -> children
         if registry is not None:
             self._rej = Counter("busbar_limit_rejections", "Admissions refused by a group limit", ["metric"],
                                 registry=registry)
@@ -86,18 +89,27 @@ class LimitMetrics:
             self._shadow.labels(*key).inc()
 
     def used(self, pool: str, gw: Any, model: str, tiers: TierTokens, card: RateCard) -> None:
-        """Count one settled request's tokens and spend."""
+        """Count one settled request's tokens and spend (the label children of each pool × model
+        are resolved once, not per request)."""
         if self._tokens is None or self._spend is None:
             return
-        lane = gw.lanes.get(model)
-        label = model if lane is not None else "adhoc"
-        for tier in ("input", "output", "cache_read", "cache_write"):
-            n = getattr(tiers, tier)
-            if n:
-                self._tokens.labels(pool, label, tier).inc(n)
+        label = model if model in gw.lanes else "adhoc"      # ad-hoc names are unbounded: one label
+        children = self._children.get((pool, label))
+        if children is None:
+            children = self._children[(pool, label)] = (
+                tuple(self._tokens.labels(pool, label, tier) for tier in _TIERS), self._spend.labels(pool, label))
+        (inp, out, read, write), spend = children
+        if tiers.input:
+            inp.inc(tiers.input)
+        if tiers.output:
+            out.inc(tiers.output)
+        if tiers.cache_read:
+            read.inc(tiers.cache_read)
+        if tiers.cache_write:
+            write.inc(tiers.cache_write)
         rates = card.rates_of(model)
         if rates is not None:
-            self._spend.labels(pool, label).inc(card.cost_pico(rates, tiers) / 1_000_000)
+            spend.inc(card.cost_pico(rates, tiers) / 1_000_000)
 
     def used_units(self, pool: str, gw: Any, entries: Mapping[str, TierTokens], card: RateCard) -> None:
         """Count one settled request's operation units (``{unit_key: count in input}``) and their

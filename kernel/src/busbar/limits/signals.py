@@ -24,7 +24,7 @@ def signals_of(gw: Any, call: Any, pool: str | None) -> tuple[int | None, float 
         return None
     record = getattr(call, "record", None)
     identity = record.identity if record is not None else None
-    group = getattr(identity, "group", None) if identity is not None else limits.open_group
+    group = getattr(identity, "group", None) if identity is not None else None
     if group is None:
         return None
     result: tuple[int | None, float | None] = limits.limiter.headroom(group, pool)

@@ -108,6 +108,7 @@ class GroupTree:
                 chain.append(self.groups[cur])
                 cur = self.groups[cur].parent
             self._chains[name] = tuple(chain)
+        self._buckets = frozenset(lim.bucket for g in self.groups.values() for lim in g.limits)
 
     def chain(self, name: str) -> tuple[Group, ...] | None:
         """``name`` and every ancestor, leaf first; ``None`` when ``name`` is not configured."""
@@ -119,3 +120,7 @@ class GroupTree:
     def all_limits(self) -> list[Limit]:
         """Every limit of every group (config order)."""
         return [lim for g in self.groups.values() for lim in g.limits]
+
+    def bucket_names(self) -> frozenset[str]:
+        """Every bucket a limit of the tree reads (``concurrent`` ones included)."""
+        return self._buckets

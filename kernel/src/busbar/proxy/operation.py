@@ -234,7 +234,8 @@ class Operation:
 
 def embed_estimate(req: EmbedRequest) -> int:
     """Input tokens of an embedding request whose answer reports none: each input's UTF-8 bytes /
-    ``BYTES_PER_TOKEN``, rounded up (what a reservation counts; busbar.limits.estimate)."""
+    ``BYTES_PER_TOKEN``, rounded up (an average; the reservation held the bytes themselves, an upper
+    bound: busbar.limits.estimate)."""
     return sum(-(-len(text.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN) for text in req.inputs)
 
 
