@@ -79,8 +79,11 @@ def chat(gw, pool_name: str, text: str, **kw) -> httpx.Response:
                       json={"model": pool_name, "messages": [{"role": "user", "content": text}], **kw})
 
 
-def metric(gw, line_start: str) -> list[str]:
-    return sorted(line for line in httpx.get(gw.url + "/metrics").text.splitlines() if line.startswith(line_start))
+def metric(gw, line_start: str, token: str | None = None) -> list[str]:
+    """The ``/metrics`` lines starting with ``line_start``, sorted (``token``: a key, when auth is on)."""
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    return sorted(line for line in httpx.get(gw.url + "/metrics", headers=headers).text.splitlines()
+                  if line.startswith(line_start))
 
 
 def models_called(mock) -> list[str]:
@@ -147,7 +150,22 @@ def test_an_upstream_error_moves_to_the_next_model(gw, mock) -> None:
     mock.script([{"match": {"model": "r-small"}, "times": -1, "response": {"status": 400}},
                  {"match": {"model": "r-big"}, "response": {"text": answer(["math"], 0.7)}}])
     assert chat(gw, "gen", "Integrate x dx").headers["x-busbar-route-target"] == "m-math"
+    assert models_called(mock) == ["r-small", "r-small", "r-big", "m-math"]     # an error is retried
     assert ('busbar_ai_model_fallback_total{from="r-small",hook="busbar-ai-router",pool="gen",reason="error",'
+            'to="r-big"} 1.0') in metric(gw, "busbar_ai_model_fallback_total{")
+
+
+def test_a_404_is_not_retried_on_that_model(gw, mock) -> None:
+    """An unknown model (the gateway passes the upstream's 404 on) is not transient: one call to
+    r-small (``retry.attempts`` is 2), then r-big at once. A 401/403 from the gateway itself (the
+    router's key): tests/router/test_ai_router_generative_auth_e2e.py; a 5xx stays retried
+    (``test_an_upstream_error_moves_to_the_next_model``)."""
+    mock.script([{"match": {"model": "r-small"}, "times": -1, "response": {"status": 404}},
+                 {"match": {"model": "r-big"}, "response": {"text": answer(["math"], 0.7)}}])
+    r = chat(gw, "gen", "Integrate x dx (404)")
+    assert r.headers["x-busbar-route-target"] == "m-math"
+    assert models_called(mock) == ["r-small", "r-big", "m-math"]
+    assert ('busbar_ai_model_fallback_total{from="r-small",hook="busbar-ai-router",pool="gen",reason="unknown_model",'
             'to="r-big"} 1.0') in metric(gw, "busbar_ai_model_fallback_total{")
 
 
