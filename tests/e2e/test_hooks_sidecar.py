@@ -269,9 +269,10 @@ def test_the_sidecar_receives_exactly_the_allowlisted_headers(echo, pool_name, r
 
 def test_a_credential_in_request_headers_refuses_the_boot(tmp_path, webrequest):
     _, trust = webrequest
-    cfg = (HEAD.replace("MOCK", "http://127.0.0.1:9").replace("{port}", "9") + trust + "pools:\n  p:\n    hooks: [ { module: "
-           "busbar-webrequest-hook, settings: { url: \"http://127.0.0.1:9/hook\", request_headers: [X-Tenant, "
-           "Authorization] } } ]\n    members: [ { model: oa-a } ]\n")
+    cfg = (HEAD.replace("MOCK", "http://127.0.0.1:9").replace("{port}", "9") + trust
+           + "pools:\n  p:\n    hooks: [ { module: busbar-webrequest-hook, settings: { url: "
+             "\"http://127.0.0.1:9/hook\", request_headers: [X-Tenant, Authorization] } } ]\n"
+             "    members: [ { model: oa-a } ]\n")
     (tmp_path / "config.yaml").write_text(cfg)
     run = subprocess.run([str(BIN / "busbar"), "--config", str(tmp_path / "config.yaml"), "--validate"],
                          capture_output=True, text=True, timeout=120,
