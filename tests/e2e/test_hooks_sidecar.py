@@ -9,7 +9,10 @@ mid-traffic and requests keep flowing).
 """
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -23,6 +26,7 @@ from busbar_sdk.sidecar import start
 
 from tests.e2e.test_hooks_e2e import HEAD, KEY
 from tests.plugins.helpers import run_pack
+from tests.support.gateway import BIN
 
 REPO = Path(__file__).resolve().parents[2]
 STATE: dict[str, Any] = {"mode": "order", "seen": []}
@@ -53,7 +57,9 @@ def webrequest(tmp_path_factory) -> tuple[Path, str]:
     plugdir.mkdir()
     status = run_pack(["pack", "--wheel", str(wheel), "--name", "busbar-webrequest-hook", "--alias",
                        "busbar-webrequest", "--kind", "hook", "--version", "1.5.0", "--publisher", "acme",
-                       "--needs-prompt", "rw", "--needs-user", "ro",
+                       "--needs-prompt", "rw", "--needs-user", "ro", "--settings-schema-file",
+                       str(REPO / "plugins" / "busbar-webrequest-hook" / "src" / "busbar_webrequest_hook"
+                           / "settings_schema.json"),
                        "--out", str(plugdir / "busbar-webrequest-hook-1.5.0.tar.gz")], KEY[0])
     assert status == 0
     trust = (f'plugins: {{ enabled: true, dir: "{plugdir}", trust: {{ publishers: '
@@ -74,14 +80,14 @@ plugin = export_plugin(Reverse)
 """
 
 
-def _sidecar_process(tmp: Path) -> Any:
-    """A sidecar in its own process (``python -m busbar_sdk.sidecar``), killable with SIGKILL."""
-    import subprocess
+def _sidecar_process(tmp: Path, code: str = REVERSE, module: str = "reverse_sidecar") -> Any:
+    """A sidecar in its own process (``python -m busbar_sdk.sidecar``) serving ``code`` (a module
+    exporting ``plugin``), killable with SIGKILL."""
     import sys
 
-    (tmp / "reverse_sidecar.py").write_text(REVERSE)
+    (tmp / f"{module}.py").write_text(code)
     port = closed_port()
-    proc = subprocess.Popen([sys.executable, "-m", "busbar_sdk.sidecar", "reverse_sidecar:plugin", "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "busbar_sdk.sidecar", f"{module}:plugin", "--port",
                              str(port)], cwd=tmp, env={"PYTHONPATH": str(tmp), "PATH": "/usr/bin"},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None and "serving" in proc.stdout.readline()
@@ -117,6 +123,7 @@ def side(gateway_factory, mock, webrequest, tmp_path_factory):
     if killable.poll() is None:
         killable.kill()
         killable.wait(5)
+    killable.stdout.close()
 
 
 @pytest.fixture(autouse=True)
@@ -206,3 +213,71 @@ def test_killing_the_sidecar_mid_traffic_keeps_requests_flowing(side):
     assert [s for s, _ in results] == [200] * 40
     policies = [p for _, p in results]
     assert policies[0] == "busbar-webrequest-hook" and policies[-1] == "weighted"
+
+
+ECHO_HEADERS = """
+import json
+
+from busbar_sdk import DictHookPlugin, export_plugin
+
+SECRETS = ("sk-client-secret", "sess=42", "xk-9")
+
+
+class EchoHeaders(DictHookPlugin):
+    def decide(self, payload):
+        seen = json.dumps(payload)
+        return {"reject": {"status": 451, "message": json.dumps(
+            {"headers": payload["request"].get("headers"), "credential": any(s in seen for s in SECRETS)})}}
+
+
+plugin = export_plugin(EchoHeaders)
+"""
+
+
+@pytest.fixture(scope="module")
+def echo(gateway_factory, mock, webrequest, tmp_path_factory):
+    """A sidecar process that answers with what it received: ``request.headers`` and whether any
+    credential value is anywhere in the message (a 451 whose message is that JSON)."""
+    _, trust = webrequest
+    proc = _sidecar_process(tmp_path_factory.mktemp("echo"), ECHO_HEADERS, "echo_headers")
+
+    def hook(name: str, extra: str) -> str:
+        return (f"  {name}:\n    hooks: [ {{ module: busbar-webrequest-hook, timeout_ms: 2000, settings: {{ url: "
+                f"\"{proc.url}/hook\"{extra} }} }} ]\n    members: [ {{ model: oa-a }} ]\n")
+    try:
+        yield gateway_factory(HEAD + trust + "pools:\n"
+                              + hook("with-headers", ", request_headers: [X-Tenant, x-trace-id, X-Absent]")
+                              + hook("without-headers", ""), mock.url, env={"BUSBAR_STATE_FILE": ""})
+    finally:
+        proc.kill()
+        proc.wait(5)
+        proc.stdout.close()
+
+
+SENT = {"X-Tenant": "acme", "X-Trace-Id": "t-1", "X-Other": "no", "Authorization": "Bearer sk-client-secret",
+        "Cookie": "sess=42", "x-api-key": "xk-9"}
+
+
+@pytest.mark.parametrize(("pool_name", "received"), [
+    ("with-headers", {"x-tenant": "acme", "x-trace-id": "t-1"}), ("without-headers", None)])
+def test_the_sidecar_receives_exactly_the_allowlisted_headers(echo, pool_name, received):
+    r = httpx.post(echo.url + "/v1/chat/completions", timeout=30, headers=SENT,
+                   json={"model": pool_name, "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 451
+    assert json.loads(r.json()["error"]["message"]) == {"headers": received, "credential": False}
+
+
+def test_a_credential_in_request_headers_refuses_the_boot(tmp_path, webrequest):
+    _, trust = webrequest
+    cfg = (HEAD.replace("MOCK", "http://127.0.0.1:9").replace("{port}", "9") + trust
+           + "pools:\n  p:\n    hooks: [ { module: busbar-webrequest-hook, settings: { url: "
+             "\"http://127.0.0.1:9/hook\", request_headers: [X-Tenant, Authorization] } } ]\n"
+             "    members: [ { model: oa-a } ]\n")
+    (tmp_path / "config.yaml").write_text(cfg)
+    run = subprocess.run([str(BIN / "busbar"), "--config", str(tmp_path / "config.yaml"), "--validate"],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "T_OPENAI_KEY": "k", "T_ANTHROPIC_KEY": "k"})
+    assert (run.returncode, run.stderr.splitlines()) == (2, [
+        "config.yaml: pools.p.hooks[0].settings.request_headers[1]: 'Authorization' carries a credential; "
+        "credentials are never projected to a hook (authorization, proxy-authorization, x-api-key, x-goog-api-key, "
+        "api-key, cookie, set-cookie, x-amz-*): remove it", "busbar: 1 config error(s); refusing to start"])

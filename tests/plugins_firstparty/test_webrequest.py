@@ -232,6 +232,10 @@ def test_a_dead_sidecar_is_a_connect_error(webrequest) -> None:
     ({"url": "http://127.0.0.1/", "headers": {"Host": "x"}}, "set by the forwarder itself"),
     ({"url": "http://127.0.0.1/", "headers": {"X-A": "a\r\nb"}}, "single-line"),
     ({"url": "http://127.0.0.1/", "allow_hosts": ["not a host!"]}, "settings.allow_hosts"),
+    ({"url": "http://127.0.0.1/", "request_headers": ["X-Tenant", "Cookie"]},
+     r"settings\.request_headers\[1\]: 'Cookie' carries a credential"),
+    ({"url": "http://127.0.0.1/", "request_headers": "X-Tenant"},
+     r"settings\.request_headers: must be a list of request header names, found str"),
     ({"url": "http://127.0.0.1/", "max_connections": 2, "max_keepalive_connections": 3}, "must not exceed"),
 ])
 def test_bad_settings_fail_the_open(webrequest, settings, message) -> None:

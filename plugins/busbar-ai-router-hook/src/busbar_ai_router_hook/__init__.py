@@ -18,7 +18,9 @@ generative``: a chat model, called through this gateway's own data plane (a memb
    The generative engine checks the budget before each call and spends the reply's
    ``usage.total_tokens``; its whole chain (retries, backoffs, fallback models) runs within
    ``timeout``; a chain that ends without an answer hands over with the last reason (``timeout``,
-   ``budget``, ``error``, ``bad_output``).
+   ``budget``, ``error``, ``bad_output``, ``denied``, ``unknown_model``). A 401/403 or 404 from the
+   gateway is not retried on that model (the next model at once); a 401/403 logs a warning naming
+   ``settings.gateway_key`` at most once a minute per instance.
 3. ``multi: false``: the top candidate wins when its probability is at least ``min_confidence`` and
    leads the runner-up by at least ``min_margin``: ``order`` (every candidate by probability, top
    first). ``multi: true``: ``restrict`` to every candidate at or over ``min_confidence``.
@@ -73,6 +75,8 @@ log = logging.getLogger("busbar.router")
 SETTINGS_SCHEMA: dict[str, Any] = json.loads(
     resources.files("busbar_ai_router_hook").joinpath("settings_schema.json").read_text("utf-8"))
 NO_MODEL_ENV = "BUSBAR_ROUTER_NO_MODEL"
+#: Seconds between two warnings that the gateway refused the router's key (per instance).
+DENIED_WARN_EVERY_S = 60.0
 
 
 class _Compiled:
@@ -113,6 +117,7 @@ class AiRouter(DictHookPlugin):
         self.served: Counter[str] = Counter()
         self.cache_hits: Counter[str] = Counter()
         self.latency_us: deque[float] = deque(maxlen=1024)
+        self.denied_warned_at = -DENIED_WARN_EVERY_S
 
     def client(self) -> httpx.Client:
         """The generative engine's HTTP client: made on first use and kept for the instance's lifetime,
@@ -183,7 +188,8 @@ class AiRouter(DictHookPlugin):
                 deadline = time.monotonic() + s.timeout_ms / 1000
                 try:
                     hit = c.gen.ask(blob.decode("utf-8"), deadline, c.budget,
-                                    lambda frm, to, why: self._count_model_fallback(pool, frm, to, why))
+                                    lambda frm, to, why: self._count_model_fallback(pool, frm, to, why),
+                                    lambda model, status: self._warn_denied(pool, model, status))
                 except StepFailed as e:
                     explain.update(error=e.detail or e.reason, calls=e.calls)
                     return e.reason, {}
@@ -287,6 +293,19 @@ class AiRouter(DictHookPlugin):
         self._count_hops(pool, hops)
         explain["hops"] = hops
         return {}, "swrr"
+
+    def _warn_denied(self, pool: str, model: str, status: int) -> None:
+        """Log that the gateway refused the router's own call (401/403), at most once per
+        :data:`DENIED_WARN_EVERY_S` per instance; names the setting, never the key."""
+        now = time.monotonic()
+        gen_pool = self.c.s.generative.pool if self.c.s.generative is not None else ""
+        with self.lock:
+            if now < self.denied_warned_at + DENIED_WARN_EVERY_S:
+                return
+            self.denied_warned_at = now
+        log.warning("busbar-ai-router-hook on pool %s: the gateway answered HTTP %d to the router's call to model "
+                    "%s: check settings.gateway_key (a valid Busbar key allowed the pool %s); the next model or "
+                    "the fallback chain serves meanwhile", pool, status, model, gen_pool)
 
     def _count_model_fallback(self, pool: str, frm: str, to: str, reason: str) -> None:
         with self.lock:

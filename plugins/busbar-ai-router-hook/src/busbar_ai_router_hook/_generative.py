@@ -15,10 +15,14 @@ routes, so a router call can never fire a router again. The request:
 :meth:`GenerativeEngine.ask` walks ``model`` then ``fallback_models``; each model gets
 ``retry.attempts`` tries, ``retry.backoff`` ms apart doubling up to ``retry.max``; a transport error,
 an HTTP status other than 200, or bad output (not JSON, not the schema, only unknown names) fails
-the try. Moving to the next model calls ``on_model_fallback(from, to, reason)``. The whole walk is
+the try. A 401/403 (reason ``denied``: the gateway refuses ``gateway_key``, or the key may not use
+the model) or a 404 (reason ``unknown_model``) is not transient: that model is not tried again and
+the walk moves to the next model at once (a 401/403 also calls ``on_denied(model, status)``).
+Moving to the next model calls ``on_model_fallback(from, to, reason)``. The whole walk is
 bounded by ``deadline`` (``time.monotonic()`` seconds); each call spends the budget (one call, and
 the tokens of the reply's ``usage.total_tokens``). Raises :class:`StepFailed` with the reason
-(``timeout``, ``budget``, ``error``, ``bad_output``) when no model answered.
+(``timeout``, ``budget``, ``error``, ``bad_output``, ``denied``, ``unknown_model``) when no model
+answered.
 """
 from __future__ import annotations
 
@@ -36,10 +40,13 @@ from busbar_ai_router_hook._settings import Candidate, Generative
 __all__ = ["Answer", "GenerativeEngine", "StepFailed", "parse_answer"]
 
 MAX_TOKENS = 256
+#: Gateway statuses that retrying the same model cannot change -> the failure reason.
+FINAL_STATUSES = {401: "denied", 403: "denied", 404: "unknown_model"}
 
 
 class StepFailed(Exception):
-    """No model of the chain answered; ``reason``: ``timeout``, ``budget``, ``error`` or ``bad_output``;
+    """No model of the chain answered; ``reason``: ``timeout``, ``budget``, ``error``, ``bad_output``,
+    ``denied`` or ``unknown_model``;
     ``calls``: the calls made before it gave up (set by :meth:`GenerativeEngine.ask`)."""
 
     def __init__(self, reason: str, detail: str = ""):
@@ -118,17 +125,19 @@ class GenerativeEngine:
                 "messages": [{"role": "system", "content": self.system}, {"role": "user", "content": state_json}]}
 
     def ask(self, state_json: str, deadline: float, budget: Budget,
-            on_model_fallback: Callable[[str, str, str], None]) -> Answer:
+            on_model_fallback: Callable[[str, str, str], None],
+            on_denied: Callable[[str, int], None] = lambda model, status: None) -> Answer:
         """Walk the model chain (see the module docstring); raises :class:`StepFailed`."""
         tally = [0]
         try:
-            return self._walk(state_json, deadline, budget, on_model_fallback, tally)
+            return self._walk(state_json, deadline, budget, on_model_fallback, on_denied, tally)
         except StepFailed as e:
             e.calls = tally[0]
             raise
 
     def _walk(self, state_json: str, deadline: float, budget: Budget,
-              on_model_fallback: Callable[[str, str, str], None], tally: list[int]) -> Answer:
+              on_model_fallback: Callable[[str, str, str], None], on_denied: Callable[[str, int], None],
+              tally: list[int]) -> Answer:
         g = self.g
         calls = tokens = 0
         reason, detail = "error", ""
@@ -163,6 +172,13 @@ class GenerativeEngine:
                     usage = doc.get("usage") if isinstance(doc, dict) else None
                     if isinstance(usage, dict) and type(usage.get("total_tokens")) is int:
                         used = max(0, usage["total_tokens"])
+                    if resp.status_code in FINAL_STATUSES:
+                        reason, detail = FINAL_STATUSES[resp.status_code], f"{model}: HTTP {resp.status_code}"
+                        budget.spend(used)
+                        tokens += used
+                        if reason == "denied":
+                            on_denied(model, resp.status_code)
+                        break                                  # not transient: the next model at once
                     if resp.status_code != 200:
                         reason, detail = "error", f"{model}: HTTP {resp.status_code}"
                     else:

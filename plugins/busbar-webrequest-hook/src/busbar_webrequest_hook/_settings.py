@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from busbar_sdk.settings_schema import header_faults
 from busbar_sdk.ssrf import HostGuard, SsrfBlocked, parse_host_or_network, redact_url
 
 from busbar_webrequest_hook._connect import settings_guard
@@ -111,6 +112,8 @@ def parse_settings(raw: Any) -> Settings:
             raise SettingsError(f"settings.headers: {name} is set by the forwarder itself; remove it")
         if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
             raise SettingsError(f"settings.headers.{name} must be a single-line string")
+    for path, text in header_faults(SETTINGS_SCHEMA, raw):       # request_headers: the kernel's own check
+        raise SettingsError(f"settings.{path}: {text}")
     ca_file = raw.get("ca_file")
     if ca_file is not None and (not isinstance(ca_file, str) or not ca_file):
         raise SettingsError("settings.ca_file must be the path of a PEM bundle")
