@@ -16,6 +16,7 @@ import threading
 import anthropic
 import httpx
 import openai
+import orjson
 import pytest
 
 from tests.support.waiting import wait_until
@@ -238,6 +239,23 @@ def test_the_in_flight_gauge_is_released_when_a_stream_client_leaves(gateway_fac
     wait_until(lambda: _metric(gw, "busbar_limit_reservations") == 0.0, what="the stream's ticket settled")
     r = httpx.post(gw.url + "/v1/chat/completions", headers=gw.headers, json={**body, "stream": False})
     assert r.status_code == 200
+
+
+def test_a_client_that_hangs_up_while_the_upstream_answers_is_charged_the_worst_case(gateway_factory, mock) -> None:
+    """Refunding it would let a caller spend upstream budget for free by hanging up just before
+    the answer: the provider was asked. docs/limits.md#settlement."""
+    gw = gateway_factory(BASE + "groups:\n  hang: { limits: [ { budget: 1000000, per: day },"
+                                " { requests: 100, per: day } ] }\n", mock.url, "hang")
+    mock.script([{"match": {"protocol": "openai"}, "response": {"delay_ms": 1500}}])
+    raw = orjson.dumps({"model": "p", "max_tokens": 50, "messages": [{"role": "user", "content": "hello there"}]})
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(gw.url + "/v1/chat/completions", content=raw, timeout=0.5,
+                   headers={**gw.headers, "content-type": "application/json"})
+    wait_until(lambda: _metric(gw, "busbar_limit_reservations") == 0.0, what="the abandoned request settled")
+    limits = {lim["metric"]: lim for lim in gw.admin.get("/groups/hang").json()["limits"]}
+    assert (limits["budget"]["used"], limits["budget"]["reserved"]) == (len(raw) * 1 + 50 * 3, 0)
+    assert (limits["requests"]["used"], limits["requests"]["reserved"]) == (1, 0)
+    wait_until(lambda: len(mock.requests()) == 1, what="the upstream was asked once")
 
 
 def test_a_live_config_apply_keeps_the_counters_and_the_limits_until_a_restart(gateway_factory, mock) -> None:

@@ -301,12 +301,19 @@ class Limits:
         (``record.usage``: a stream's as far as it got) are charged to the lane that served, in the
         pool that served (a ``fallback_pool`` hop moves the charge there); a 2xx stream that
         reported no usage at all (cut before its usage chunk, or an upstream that never sends one)
-        is charged the ticket's worst case instead of nothing; anything else (or a client that
-        left before the reply) is refunded. ``hold``: the strict counters to settle too."""
+        is charged the ticket's worst case instead of nothing; a client that left while an upstream
+        exchange was in flight is billable too, at the worst case on that attempt's lane (the
+        provider was asked and may bill it; refunding it would let a caller spend upstream budget
+        for free by hanging up just before the answer); anything else is refunded. ``hold``: the
+        strict counters to settle too."""
         ok = 200 <= record.status < 300 and record.first_byte is not None
         model = record.lane
         tiers = None
         served = None
+        if not ok and record.client_closed:
+            abandoned = _abandoned(record)
+            if abandoned is not None:
+                return self._charge_abandoned(gw, ticket, abandoned, hold)
         if ok and model is not None:
             attempts = record.attempts
             served = attempts[-1].pool if attempts and ticket.pool is not None else None
@@ -330,6 +337,28 @@ class Limits:
         self.limiter.settle(ticket, ok, model, tiers, units, served or None)
         if hold is not None:
             self.strict.settle(gw, hold, ok, model, tiers, units)
+
+    def _charge_abandoned(self, gw: Gateway, ticket: Ticket, attempt: AttemptNote, hold: Hold | None) -> None:
+        """Settle a request whose client left while ``attempt`` was in flight: billable, charged the
+        ticket's worst case (input and output tokens) on the attempt's lane and pool."""
+        worst = ticket.worst
+        tiers = TierTokens(worst.input, worst.output, 0, 0)
+        served = attempt.pool if ticket.pool is not None and attempt.pool else None
+        log.warning("group '%s': the client left while lane %s was answering; charged its worst case "
+                    "(%d input + %d output tokens)", ticket.group, attempt.lane, worst.input, worst.output)
+        self.metrics.used(served or ticket.pool or "", gw, attempt.lane, tiers, self.card)
+        self.limiter.settle(ticket, True, attempt.lane, tiers, None, served)
+        if hold is not None:
+            self.strict.settle(gw, hold, True, attempt.lane, tiers, None)
+
+
+def _abandoned(record: RequestRecord) -> AttemptNote | None:
+    """The upstream attempt that was in flight when the client left (its outcome
+    ``client_closed``), or ``None`` when the client left before any was sent or between them."""
+    attempts = record.attempts
+    if attempts and attempts[-1].outcome == "client_closed":
+        return attempts[-1]
+    return None
 
 
 class _Settle:
