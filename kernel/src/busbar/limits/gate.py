@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from busbar.proxy.gateway import Gateway
-    from busbar.proxy.record import RequestRecord
+    from busbar.proxy.record import AttemptNote, RequestRecord
     from busbar.proxy.relay import Reply
     from busbar.proxy.translate import Call
 
