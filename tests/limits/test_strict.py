@@ -289,5 +289,5 @@ groups:
     limiter2, strict2, gw2, _ = _setup(store2, extra)
     for _ in range(3):                                            # the node-local cap of 3 still holds
         assert _admit(limiter2, strict2, gw2)[1] is None
-    refused = limiter2.admit("bob", None, lambda pool: Worst(10, 0))
+    refused = limiter2.admit("bob", None, Worst(10, 0))
     assert refused.message == "group 'bob': requests per minute exceeded (limit 3)"
