@@ -1,6 +1,6 @@
 """Audio through real busbar + mock processes with the official ``openai`` SDK: transcriptions and
-translations (multipart uploads, every ``response_format`` relayed as-is, the ``model`` part
-re-framed for the lane, the file arriving byte for byte), speech (the audio streamed back with its
+translations (multipart uploads: a whisper lane asked for ``verbose_json`` and the answer written
+back in the client's ``response_format``, the ``model`` part re-framed for the lane, the file arriving byte for byte), speech (the audio streamed back with its
 content type), failover before the first byte, the breaker, members that cannot serve audio skipped,
 a pool with none a native 404, an oversized upload a 413 in OpenAI's shape, bad forms 400s."""
 from __future__ import annotations
@@ -66,10 +66,10 @@ def _sent(mock):
 @pytest.mark.parametrize("fmt,ctype,body", [
     ("json", "application/json", b'{"text":"%s"}' % TRANSCRIPT.encode()),
     ("text", "text/plain; charset=utf-8", TRANSCRIPT.encode() + b"\n"),
-    ("srt", "text/plain; charset=utf-8", b"1\n00:00:00,000 --> 00:00:06,000\n%s\n\n" % TRANSCRIPT.encode()),
-    ("vtt", "text/plain; charset=utf-8", b"WEBVTT\n\n00:00:00.000 --> 00:00:06.000\n%s\n\n" % TRANSCRIPT.encode()),
+    ("srt", "text/plain; charset=utf-8", b"1\n00:00:00,000 --> 00:00:06,400\n%s\n\n" % TRANSCRIPT.encode()),
+    ("vtt", "text/plain; charset=utf-8", b"WEBVTT\n\n00:00:00.000 --> 00:00:06.400\n%s\n\n" % TRANSCRIPT.encode()),
 ])
-def test_transcription_formats_relayed_as_is(oa, mock, fmt, ctype, body):
+def test_transcription_formats_asked_as_verbose_json_and_written_back(oa, mock, fmt, ctype, body):
     raw = oa.audio.transcriptions.with_raw_response.create(
         file=("speech.wav", AUDIO, "audio/wav"), model="stt", response_format=fmt, language="en",
         prompt="a fox", temperature=0.2)
@@ -79,7 +79,7 @@ def test_transcription_formats_relayed_as_is(oa, mock, fmt, ctype, body):
     (path, sent), = _sent(mock)
     assert path == "/v1/audio/transcriptions"
     assert sent == {"file": {"filename": "speech.wav", "bytes": len(AUDIO), "sha256": DIGEST},
-                    "model": "whisper-1", "response_format": fmt, "language": "en", "prompt": "a fox",
+                    "model": "whisper-1", "response_format": "verbose_json", "language": "en", "prompt": "a fox",
                     "temperature": "0.2"}
 
 

@@ -9,8 +9,12 @@ routes; ``kind`` is ``transcriptions``, ``translations`` or ``speech``. A lane w
   (``busbar.proto.ops.audio.parse_form``). ``prepare`` sends views of ``raw`` around the lane's
   wire model (``reframe``): the file is never copied, the upload is held once. A 2xx answer must
   look like a transcription (``upload_verdict``: JSON with ``text``, or non-empty text for
-  text/srt/vtt) and is relayed as the upstream wrote it, with its content type.
-  ``op_usage.audio_seconds``: ``verbose_json``'s ``duration`` (0 when the format reports none).
+  text/srt/vtt). The lane is asked for a format that reports what it used
+  (``busbar.proto.ops.audio_formats.upstream_format``: ``verbose_json`` from a whisper model,
+  ``json`` for ``text`` from the others) and the answer is written back in the client's format
+  (``render``); otherwise it is relayed as the upstream wrote it, with its content type.
+  ``op_usage.audio_seconds``: ``duration`` (or ``usage.seconds``); ``Reply.usage``: a
+  ``usage`` of type ``tokens`` (gpt-4o transcription models), priced like chat tokens.
   To a Gemini lane the upload goes as a ``generateContent`` body whose base64 is encoded from views
   of ``raw`` as it is sent (``GeminiUploadBody``); the answer's text is written in the client's
   format, and ``op_usage.audio_seconds`` is its AUDIO tokens / 32.
@@ -29,7 +33,16 @@ from typing import TYPE_CHECKING, Any
 
 from busbar.ir.model import IrMessage, IrRequest, TextBlock
 from busbar.ir.ops import OpUsage
-from busbar.proto.ops.audio import SPEECH_INPUT_MAX, Form, audio_seconds, reframe, speech_verdict, upload_verdict
+from busbar.proto.ops.audio import (
+    SPEECH_INPUT_MAX,
+    Form,
+    audio_seconds,
+    reframe,
+    speech_verdict,
+    token_usage,
+    upload_verdict,
+)
+from busbar.proto.ops.audio_formats import render, upstream_format
 from busbar.proto.ops.audio_gemini import GeminiUploadBody, read_answer, write_answer
 from busbar.proto.ops.audio_gemini import dropped as gemini_dropped
 from busbar.proto.ops.audio_gemini import unable as gemini_unable
@@ -115,7 +128,8 @@ class AudioOperation(Operation):
         if form is None:
             return url, headers, body
         headers["content-type"] = self.content_type
-        chunks, length = reframe(form, self.raw, upstream_model)
+        chunks, length = reframe(form, self.raw, upstream_model,
+                                 upstream_format(form.response_format, upstream_model))
         headers["content-length"] = str(length)
         return url, headers, chunks
 
@@ -145,9 +159,15 @@ class AudioOperation(Operation):
             reply.usage.input_tokens, reply.usage.output_tokens = inp, out
             reply.op_usage = OpUsage("audio", audio_seconds=seconds)
             return reply
+        doc = success.doc
         ctype = success.response.headers.get("content-type", "application/json")
         reply = Reply(200, {"content-type": ctype}, success.body)
-        reply.op_usage = OpUsage("audio", audio_seconds=audio_seconds(success.doc))
+        if (self.form is not None and doc is not None
+                and upstream_format(self.form.response_format, lane.upstream_model) is not None):
+            ctype, data = render(self.form.response_format, doc)
+            reply = Reply(200, {"content-type": ctype}, data)
+        reply.op_usage = OpUsage("audio", audio_seconds=audio_seconds(doc))
+        reply.usage.input_tokens, reply.usage.output_tokens = token_usage(doc)
         return reply
 
     def stream_reply(self, call: Call, lane: Lane, success: AttemptSuccess, bounds: StreamLimits,

@@ -4,7 +4,11 @@
   ``file``, ``model``, ``response_format`` (``json`` | ``text`` | ``srt`` | ``verbose_json`` |
   ``vtt``), ``language``, ``prompt``, ``temperature``. :func:`read_form` turns the upload into the
   dict the journal records: the text fields plus ``file`` = ``{"filename", "bytes", "sha256"}`` (so
-  a test can check the upload arrived whole). Answers: ``json`` ``{"text"}``; ``verbose_json``
+  a test can check the upload arrived whole). Answers: ``json`` ``{"text"}`` (a model not named
+  ``whisper*``, i.e. the gpt-4o transcription models: ``{"text", "usage": {"type": "tokens",
+  "input_tokens", "input_token_details": {"text_tokens", "audio_tokens"}, "output_tokens",
+  "total_tokens"}}`` with 10 audio tokens per second and 10 output tokens; such a model answers 400
+  to any format but ``json`` / ``text``); ``verbose_json``
   ``{"task", "language", "duration", "text", "segments": [...]}`` (``duration``: file bytes / 16000,
   i.e. 16 kB per second); ``text`` / ``srt`` / ``vtt`` as ``text/plain``.
 - ``POST /v1/audio/speech``: JSON ``{"model", "input", "voice", "response_format"?, "speed"?}``
@@ -65,6 +69,12 @@ def read_form(raw: bytes, content_type: str) -> dict[str, Any] | str:
     return out
 
 
+def _stamp(seconds: float, sep: str) -> str:
+    """``HH:MM:SS<sep>mmm`` (SubRip ``,``, WebVTT ``.``)."""
+    ms = round(seconds * 1000)
+    return f"{ms // 3600000:02d}:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d}{sep}{ms % 1000:03d}"
+
+
 class OpenAITranscribe(OpenAIChat):
     """``/v1/audio/transcriptions`` and ``/translations`` (``match.protocol: "openai"``)."""
 
@@ -82,12 +92,23 @@ class OpenAITranscribe(OpenAIChat):
         if fmt not in _FORMATS:
             return ErrorReply(400, openai_error(f"Invalid 'response_format': {fmt}", "invalid_request_error",
                                                 "response_format"))
-        return Prompt(model=str(body["model"]), state={"format": fmt, "bytes": file["bytes"],
+        model = str(body["model"])
+        if not model.startswith("whisper") and fmt not in ("json", "text"):
+            return ErrorReply(400, openai_error(
+                f"response_format '{fmt}' is not compatible with model '{model}'. Use 'json' or 'text' instead.",
+                "invalid_request_error", "response_format"))
+        return Prompt(model=model, state={"format": fmt, "bytes": file["bytes"],
                                                        "language": body.get("language") or "english"})
 
     def render(self, reply: Reply, prompt: Prompt, seq: int) -> Rendered:
         st = prompt.state or {}
         fmt, seconds = st["format"], round(st["bytes"] / 16000, 2)
+        if fmt == "json" and not prompt.model.startswith("whisper"):      # a gpt-4o transcription model
+            audio = round(seconds * 10)
+            usage = {"type": "tokens", "input_tokens": audio,
+                     "input_token_details": {"text_tokens": 0, "audio_tokens": audio},
+                     "output_tokens": 10, "total_tokens": audio + 10}
+            return Rendered("application/json", body=orjson.dumps({"text": TRANSCRIPT, "usage": usage}))
         if fmt == "json":
             return Rendered("application/json", body=orjson.dumps({"text": TRANSCRIPT}))
         if fmt == "verbose_json":
@@ -97,9 +118,9 @@ class OpenAITranscribe(OpenAIChat):
                                  "compression_ratio": 1.1, "no_speech_prob": 0.01}]}
             return Rendered("application/json", body=orjson.dumps(doc))
         if fmt == "srt":
-            text = f"1\n00:00:00,000 --> 00:00:0{min(int(seconds), 9)},000\n{TRANSCRIPT}\n\n"
+            text = f"1\n00:00:00,000 --> {_stamp(seconds, ',')}\n{TRANSCRIPT}\n\n"
         elif fmt == "vtt":
-            text = f"WEBVTT\n\n00:00:00.000 --> 00:00:0{min(int(seconds), 9)}.000\n{TRANSCRIPT}\n\n"
+            text = f"WEBVTT\n\n00:00:00.000 --> {_stamp(seconds, '.')}\n{TRANSCRIPT}\n\n"
         else:
             text = TRANSCRIPT + "\n"
         return Rendered("text/plain; charset=utf-8", body=text.encode())

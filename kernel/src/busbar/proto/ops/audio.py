@@ -17,7 +17,9 @@ Requests (OpenAI API reference, "Audio"):
 
 Answers: a transcription's ``json`` / ``verbose_json`` is an object with ``text`` (string);
 ``text`` / ``srt`` / ``vtt`` are plain text (``upload_verdict``). ``audio_seconds(doc)`` reads
-``verbose_json``'s ``duration`` (or ``usage.seconds`` of a duration-billed ``json`` answer).
+``verbose_json``'s ``duration`` (or ``usage.seconds`` of a duration-billed ``json`` answer);
+``token_usage(doc)`` a ``usage`` of type ``tokens``. ``reframe`` can also set ``response_format``
+(``busbar.proto.ops.audio_formats``: the lane is asked for a format that reports its audio).
 
 The multipart scan is ``bytes.find`` over the received buffer: a streaming parser such as
 python-multipart hands part data through its own look-behind buffer, so it cannot name spans of
@@ -137,19 +139,39 @@ def parse_form(raw: bytes, content_type: str) -> Form:
     return form
 
 
-def reframe(form: Form, raw: bytes, model: str) -> tuple[list[bytes | memoryview], int]:
-    """The upload with the ``model`` part's value set to ``model``: ``(chunks, total length)``;
-    the chunks are views of ``raw`` around the new value (nothing of the file is copied).
+def reframe(form: Form, raw: bytes, model: str,
+            response_format: str | None = None) -> tuple[list[bytes | memoryview], int]:
+    """The upload with the ``model`` part's value set to ``model`` (and, when ``response_format`` is
+    given, the ``response_format`` part's value set to it, or such a part added after ``model``):
+    ``(chunks, total length)``; the chunks are views of ``raw`` around the new values (nothing of
+    the file is copied).
 
     An unchanged model is still sent as two views split at its value: the HTTP client coalesces the
     request head with the first body chunk in one write (a copy of that chunk), so the first chunk
     must be the small head of the form, never the whole upload (bench/bench_audio.py)."""
     part = form.parts["model"]
+    edits: list[tuple[int, int, bytes]] = [(part.start, part.end, model.encode("utf-8"))]
+    if response_format is not None:
+        fmt = form.parts.get("response_format")
+        value = response_format.encode("utf-8")
+        if fmt is not None:
+            edits.append((fmt.start, fmt.end, value))
+        else:                                   # a new part right after the model's value
+            boundary = raw[:raw.index(b"\r\n")]
+            edits[0] = (part.start, part.end, edits[0][2] + b"\r\n" + boundary
+                        + b'\r\nContent-Disposition: form-data; name="response_format"\r\n\r\n' + value)
+    edits = sorted(e for e in edits if e[2] != raw[e[0]:e[1]])
     view = memoryview(raw)
-    value = model.encode("utf-8")
-    if value == raw[part.start:part.end]:
+    if not edits:
         return [view[:part.start], view[part.start:]], len(raw)
-    return [view[:part.start], value, view[part.end:]], len(raw) - (part.end - part.start) + len(value)
+    chunks: list[bytes | memoryview] = []
+    pos, length = 0, len(raw)
+    for start, end, value in edits:
+        chunks += [view[pos:start], value]
+        length += len(value) - (end - start)
+        pos = end
+    chunks.append(view[pos:])
+    return chunks, length
 
 
 def read_speech(body: dict[str, Any]) -> dict[str, Any]:
@@ -223,6 +245,17 @@ def audio_seconds(doc: dict[str, Any] | None) -> float:
         if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
             return float(seconds)
     return 0.0
+
+
+def token_usage(doc: dict[str, Any] | None) -> tuple[int, int]:
+    """``(input tokens, output tokens)`` of a transcription answer's ``usage`` of type ``tokens``
+    (the gpt-4o transcription models' ``json``); ``(0, 0)`` when it reports none."""
+    usage = doc.get("usage") if doc is not None else None
+    if not isinstance(usage, dict) or usage.get("type") != "tokens":
+        return 0, 0
+    inp, out = usage.get("input_tokens"), usage.get("output_tokens")
+    return (inp if isinstance(inp, int) and not isinstance(inp, bool) and inp > 0 else 0,
+            out if isinstance(out, int) and not isinstance(out, bool) and out > 0 else 0)
 
 
 class OpenAIAudio:
