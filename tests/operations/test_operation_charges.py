@@ -17,6 +17,7 @@ import openai
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from busbar_mock_provider.audio import TRANSCRIPT
 
 from tests.support.gateway import BusbarProcess, free_port
 from tests.support.waiting import wait_until
@@ -39,6 +40,7 @@ models:
   img: { provider: oa, upstream_model: dall-e-3, operations: [images] }
   whisper: { provider: oa, upstream_model: whisper-1, operations: [audio] }
   tts: { provider: oa, upstream_model: tts-1, operations: [audio] }
+  g4t: { provider: oa, upstream_model: gpt-4o-transcribe, operations: [audio] }
   rr: { provider: co, upstream_model: rerank-v3.5, operations: [rerank] }
   gem-stt: { provider: gm, upstream_model: gemini-2.0-flash, operations: [audio] }
   br-img: { provider: br, upstream_model: "amazon.titan-image-generator-v2:0", operations: [images] }
@@ -47,6 +49,7 @@ pools:
   imgs: { members: [ { model: img } ] }
   stt: { members: [ { model: whisper } ] }
   voice: { members: [ { model: tts } ] }
+  stt4o: { members: [ { model: g4t } ] }
   ranker: { members: [ { model: rr } ] }
   gem: { members: [ { model: gem-stt } ] }
   canvas: { members: [ { model: br-img } ] }
@@ -55,6 +58,7 @@ rate_card:
   img: { per_image_utok: 40000 }
   whisper: { per_audio_second_utok: 250, per_character_utok: 0 }
   tts: { per_audio_second_utok: 0, per_character_utok: 15 }
+  g4t: { input_utok: 6.0, output_utok: 10.0, per_audio_second_utok: 250, per_character_utok: 0 }
   rr: { per_search_unit_utok: 2000 }
   gem-stt: { output_utok: 1.0, per_audio_second_utok: 250, per_character_utok: 0 }
   br-img: { per_image_utok: 40000 }
@@ -65,6 +69,8 @@ groups:
   gemg: { limits: [ { budget: 100000, per: day } ] }
   tight2: { limits: [ { budget: 100000, per: day } ] }
   embg: { limits: [ { budget: 100000, per: day } ] }
+  fmts: { limits: [ { budget: 100000, per: day } ] }
+  fmts4o: { limits: [ { budget: 1000000, per: day } ] }
 """
 
 AUDIO = bytes(range(256)) * 156 + bytes(64)     # 40 000 bytes: 2.5 s at the mock's 16 kB per second
@@ -155,6 +161,61 @@ def test_a_gemini_embedding_that_reports_no_tokens_is_still_charged(gw, mock):
     assert len(out.data) == 2
     assert out.usage.prompt_tokens == 0                           # the answer says what the provider said
     assert _used(gw, "embg") == (130, 0)                          # ceil(11 / 4) + 40 / 4 = 13 tokens × 10 µ
+
+
+FORMATS = {                                     # what the client receives for 2.5 s of audio
+    "json": ("application/json", b'{"text":"%s"}' % TRANSCRIPT.encode()),
+    "text": ("text/plain; charset=utf-8", TRANSCRIPT.encode() + b"\n"),
+    "srt": ("text/plain; charset=utf-8", b"1\n00:00:00,000 --> 00:00:02,500\n%s\n\n" % TRANSCRIPT.encode()),
+    "vtt": ("text/plain; charset=utf-8", b"WEBVTT\n\n00:00:00.000 --> 00:00:02.500\n%s\n\n" % TRANSCRIPT.encode()),
+}
+
+
+def test_every_transcription_format_is_charged_its_seconds(gw, mock):
+    """json, text, srt and vtt report no duration: they used to be free. A whisper lane is asked for
+    verbose_json and the answer written back in the client's format; each is charged 2.5 s × 250 µ."""
+    key_id, token = gw.mint("fmts")
+    with openai.OpenAI(base_url=gw.url + "/v1", api_key=token, max_retries=0) as oa:
+        for n, (fmt, (ctype, body)) in enumerate(FORMATS.items(), 1):
+            mock.clear()
+            raw = oa.audio.transcriptions.with_raw_response.create(
+                model="stt", file=("a.wav", AUDIO, "audio/wav"), response_format=fmt)
+            assert (raw.headers["content-type"], raw.http_response.content) == (ctype, body)
+            parsed = raw.parse()
+            assert (parsed.text if fmt == "json" else parsed) == (TRANSCRIPT if fmt == "json" else body.decode())
+            (sent,) = mock.requests()
+            assert sent["body"]["response_format"] == "verbose_json"
+            assert _used(gw, "fmts") == (625 * n, 0)
+    wait_until(lambda: gw.admin.get(f"/keys/{key_id}/usage").json()["spend_micros"] == 2500,
+               what="the metering flushed")
+    mine = gw.admin.get(f"/keys/{key_id}/usage").json()
+    assert (mine["audio_ms"], mine["requests"], mine["budget_remaining"]) == (10000, 4, 100000 - 2500)
+
+
+def test_a_gpt4o_transcription_is_charged_the_tokens_its_json_reports(gw, mock):
+    """gpt-4o-transcribe answers json or text only, with usage in tokens (no seconds): text is asked
+    as json and written back as text; both are charged their tokens (25 audio × 6 µ + 10 × 10 µ)."""
+    key_id, token = gw.mint("fmts4o")
+    with openai.OpenAI(base_url=gw.url + "/v1", api_key=token, max_retries=0) as oa:
+        mock.clear()
+        out = oa.audio.transcriptions.create(model="stt4o", file=("a.wav", AUDIO, "audio/wav"))
+        assert out.text == TRANSCRIPT and out.usage.type == "tokens"
+        assert (out.usage.input_tokens, out.usage.output_tokens) == (25, 10)
+        assert _used(gw, "fmts4o") == (250, 0)
+        raw = oa.audio.transcriptions.with_raw_response.create(
+            model="stt4o", file=("a.wav", AUDIO, "audio/wav"), response_format="text")
+        assert (raw.headers["content-type"], raw.http_response.content) == \
+            ("text/plain; charset=utf-8", TRANSCRIPT.encode() + b"\n")
+        assert [r["body"].get("response_format") for r in mock.requests()] == [None, "json"]
+        assert _used(gw, "fmts4o") == (500, 0)
+        with pytest.raises(openai.BadRequestError) as e:           # the model's own refusal, not charged
+            oa.audio.transcriptions.create(model="stt4o", file=("a.wav", AUDIO, "audio/wav"), response_format="srt")
+        assert e.value.body["message"] == ("response_format 'srt' is not compatible with model "
+                                           "'gpt-4o-transcribe'. Use 'json' or 'text' instead.")
+    wait_until(lambda: gw.admin.get(f"/keys/{key_id}/usage").json()["spend_micros"] == 500,
+               what="the metering flushed")
+    mine = gw.admin.get(f"/keys/{key_id}/usage").json()
+    assert (mine["input"], mine["output"], mine["audio_ms"], mine["billable_requests"]) == (50, 20, 0, 2)
 
 
 def test_a_budget_refuses_the_worst_case_in_the_dialects_quota_shape(gw, mock):
