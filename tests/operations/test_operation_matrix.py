@@ -45,7 +45,7 @@ SERVED = {
     ("images", "openai"): ("dall-e-3", "gpt-image-1"),
     ("images", "gemini"): ("imagen-3.0-generate-002", "imagen-4.0-generate-001"),
     ("images", "bedrock"): ("amazon.titan-image-generator-v2:0", "amazon.nova-canvas-v1:0"),
-    ("audio", "openai"): ("whisper-1", "gpt-4o-transcribe"),
+    ("audio", "openai"): ("whisper-1", "whisper-large-v3"),     # verbose_json: gpt-4o-transcribe refuses it
     ("audio", "gemini"): ("gemini-2.0-flash", "gemini-2.5-flash"),     # uploads only, via :generateContent
 }
 #: (row, provider protocol) cells a protocol serving the operation still cannot serve (native 404)
