@@ -13,7 +13,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
-from busbar_sdk.ssrf import HostGuard, IPAddress, canonical_host
+from busbar_sdk.ssrf import HostGuard, IPAddress, canonical_host, unique_addresses
 
 __all__ = ["Check", "HostGuard", "Resolver", "default_resolver", "resolve_checked", "system_resolver"]
 
@@ -28,13 +28,7 @@ Check = Callable[[str, Sequence[str | IPAddress]], list[IPAddress]]
 
 async def system_resolver(host: str, port: int) -> list[str]:
     """The default :data:`Resolver`: the system's ``getaddrinfo`` on the loop's executor."""
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    out: list[str] = []
-    for _family, _type, _proto, _canon, sockaddr in infos:
-        addr = str(sockaddr[0])
-        if addr not in out:
-            out.append(addr)
-    return out
+    return unique_addresses(await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM))
 
 
 async def default_resolver(host: str, port: int) -> Sequence[str | IPAddress]:

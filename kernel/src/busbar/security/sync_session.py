@@ -2,13 +2,14 @@
 
 What lives here: :func:`guarded_session`, a ``requests.Session`` (no redirects, nothing from the
 environment) whose urllib3 pools open connections through :func:`checked_socket`: the host is
-resolved once (:func:`default_resolver`, the seam tests replace; an IP literal in any spelling is
-decoded, no DNS), every address is judged by the purpose's :class:`~busbar_sdk.ssrf.HostGuard`
-(``check_addresses``: the sdk's rule, the one the aiohttp connector applies too; a mixed answer is
-refused whole, which is how DNS rebinding looks) and the socket connects to a checked literal only,
-never to a second resolution. TLS is unaffected: urllib3 still sends SNI and verifies the
-certificate against the URL's host name. A refusal raises :class:`~busbar_sdk.ssrf.SsrfBlocked`
-(not a connection error, so clients do not retry it) after ``on_refused(exc)`` has run.
+resolved once (the sdk's ``host_addresses`` through :func:`default_resolver`, the seam tests
+replace; an IP literal in any spelling is decoded, no DNS), every address is judged by the
+purpose's :class:`~busbar_sdk.ssrf.HostGuard` (``check_addresses``: the sdk's rule, the one the
+aiohttp connector applies too; a mixed answer is refused whole, which is how DNS rebinding looks)
+and the socket connects to a checked literal only, never to a second resolution. TLS is
+unaffected: urllib3 still sends SNI and verifies the certificate against the URL's host name. A
+refusal raises :class:`~busbar_sdk.ssrf.SsrfBlocked` (not a connection error, so clients do not
+retry it) after ``on_refused(exc)`` has run.
 
 Used by the OTLP trace exporter (``busbar.observe.otlp_export``), which POSTs through a ``requests``
 session. The async clients use :mod:`busbar.security.connector`.
@@ -23,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import requests
-from busbar_sdk.ssrf import HostGuard, IPAddress, SsrfBlocked, canonical_host
+from busbar_sdk.ssrf import HostGuard, IPAddress, SsrfBlocked, SyncResolver, host_addresses, system_resolver
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -36,20 +37,9 @@ __all__ = ["checked_socket", "default_resolver", "guarded_session", "system_reso
 OnRefused = Callable[[SsrfBlocked], None]
 
 
-def system_resolver(host: str, port: int) -> list[str]:
-    """The default resolver: ``socket.getaddrinfo``; addresses in preference order, deduplicated.
-    Raises ``OSError`` (``socket.gaierror``) when the name does not resolve."""
-    out: list[str] = []
-    for *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
-        addr = str(sockaddr[0])
-        if addr not in out:
-            out.append(addr)
-    return out
-
-
 def default_resolver(host: str, port: int) -> Sequence[str | IPAddress]:
     """:func:`system_resolver`, looked up at call time (monkeypatchable in tests)."""
-    resolver: Callable[[str, int], Sequence[str | IPAddress]] = sys.modules[__name__].system_resolver
+    resolver: SyncResolver = sys.modules[__name__].system_resolver
     return resolver(host, port)
 
 
@@ -63,14 +53,10 @@ def checked_socket(conn: HTTPConnection, guard: HostGuard, on_refused: OnRefused
     """
     host, port = conn._dns_host, conn.port
     try:
-        canon = canonical_host(host)
-    except ValueError as e:
-        blocked = SsrfBlocked(f"{guard.purpose}: invalid host: {e}")
-        on_refused(blocked)
-        raise blocked from None
-    try:
-        addresses: Sequence[str | IPAddress] = (default_resolver(canon, port) if isinstance(canon, str)
-                                                else [canon])
+        addresses = host_addresses(host, port, default_resolver, purpose=guard.purpose)
+    except SsrfBlocked as e:
+        on_refused(e)
+        raise
     except OSError as e:
         raise NameResolutionError(host, conn, e if isinstance(e, socket.gaierror)
                                   else socket.gaierror(str(e))) from None

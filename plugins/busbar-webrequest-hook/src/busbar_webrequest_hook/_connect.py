@@ -2,7 +2,7 @@
 
 The policy itself is the sdk's (:mod:`busbar_sdk.ssrf`, the one the kernel uses too); this module
 holds only what is specific to this plugin's HTTP clients: the resolver seam (:data:`RESOLVER`,
-``getaddrinfo`` by default, replaced by tests) and :class:`GuardedBackend`, an httpcore network
+the sdk's ``system_resolver`` by default, replaced by tests) and :class:`GuardedBackend`, an httpcore network
 backend that resolves the host once, checks every address with the settings' :class:`HostGuard`
 (DNS rebinding: a mixed answer is refused whole) and connects only to a checked literal. The async
 path (:mod:`busbar_webrequest_hook._aio`) does the same through an aiohttp resolver.
@@ -13,12 +13,19 @@ RFC 1918 / ULA / CGNAT / link-local refused; any other host ``https://``; ``sett
 """
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import httpcore
-from busbar_sdk.ssrf import HostGuard, IPAddress, SsrfBlocked, SsrfPolicy, canonical_host
+from busbar_sdk.ssrf import (
+    HostGuard,
+    IPAddress,
+    SsrfBlocked,
+    SsrfPolicy,
+    SyncResolver,
+    host_addresses,
+    system_resolver,
+)
 
 __all__ = ["RESOLVER", "GuardedBackend", "settings_guard", "system_resolver"]
 
@@ -32,28 +39,14 @@ def settings_guard(allow_hosts: Sequence[str] = ()) -> HostGuard:
     return HostGuard(_POLICY, purpose="settings.url", provider_allow=tuple(allow_hosts), allow_private=False)
 
 
-def system_resolver(host: str, port: int) -> list[str]:
-    """The default resolver: ``getaddrinfo``; addresses in preference order, deduplicated."""
-    out: list[str] = []
-    for *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
-        addr = str(sockaddr[0])
-        if addr not in out:
-            out.append(addr)
-    return out
-
-
 #: ``(host, port) -> addresses``, looked up at connect time (tests replace it; no network needed).
-RESOLVER: Callable[[str, int], Sequence[str | IPAddress]] = system_resolver
+RESOLVER: SyncResolver = system_resolver
 
 
 def resolve(host: str, port: int) -> Sequence[str | IPAddress]:
     """The addresses to check for ``host``: a literal in any spelling as itself (no DNS), a name
     through :data:`RESOLVER`. Raises ``SsrfBlocked`` for an invalid host, ``OSError`` from DNS."""
-    try:
-        canon = canonical_host(host)
-    except ValueError as e:
-        raise SsrfBlocked(f"settings.url: invalid host: {e}") from None
-    return RESOLVER(canon, port) if isinstance(canon, str) else [canon]
+    return host_addresses(host, port, RESOLVER, purpose="settings.url")
 
 
 class GuardedBackend(httpcore.NetworkBackend):

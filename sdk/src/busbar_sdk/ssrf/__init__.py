@@ -14,6 +14,8 @@ Public names:
   ``effective_denylist``, ``startup_warnings``, ``from_config``), :class:`SsrfBlocked`,
   :data:`BUILTIN_METADATA_HOSTS`: verdicts.
 - :class:`HostGuard`: one purpose's verdicts bound to its own allow-list; :func:`redact_url`.
+- :func:`host_addresses`, :func:`system_resolver`, :func:`unique_addresses`, :data:`SyncResolver`:
+  the resolve step of a connect-time guard (which addresses ``HostGuard.check_addresses`` judges).
 
 Example::
 
@@ -37,6 +39,7 @@ from busbar_sdk.ssrf._hosts import (
     parse_host_or_network,
 )
 from busbar_sdk.ssrf._policy import BUILTIN_METADATA_HOSTS, SsrfBlocked, SsrfPolicy
+from busbar_sdk.ssrf._resolve import SyncResolver, host_addresses, system_resolver, unique_addresses
 
 __all__ = [
     "ADDRESS_CLASSES",
@@ -47,10 +50,14 @@ __all__ = [
     "Network",
     "SsrfBlocked",
     "SsrfPolicy",
+    "SyncResolver",
     "address_class",
     "canonical_host",
     "embedded_ipv4",
+    "host_addresses",
     "is_localhost_name",
     "parse_host_or_network",
     "redact_url",
+    "system_resolver",
+    "unique_addresses",
 ]
