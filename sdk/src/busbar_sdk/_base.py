@@ -115,14 +115,10 @@ class Plugin:
         """Release resources (``busbar_close``). Default: nothing."""
 
 
-class HookPlugin(Plugin):
-    """A hook (gate or tap). Override any of :meth:`decide`, :meth:`transform`, :meth:`notify`;
-    management ops have working defaults. Return ``None`` to abstain.
-
-    Attributes:
-        settings_schema: class-level JSON Schema of your settings; :meth:`describe` serves it.
-        settings_version: the last ``configure`` version acknowledged (``None`` before any).
-    """
+class _Hook(Plugin):
+    """What both hook bases share: ``kind = "hook"``, the class-level :attr:`settings_schema`
+    (``None``: no schema) and :attr:`settings_version`, the last ``configure`` version acknowledged
+    (``None`` before any)."""
 
     kind: ClassVar[str] = "hook"
     settings_schema: ClassVar[dict[str, Any] | None] = None
@@ -130,6 +126,16 @@ class HookPlugin(Plugin):
     def __init__(self, settings: dict[str, Any]) -> None:
         super().__init__(settings)
         self.settings_version: int | None = None
+
+
+class HookPlugin(_Hook):
+    """A hook (gate or tap). Override any of :meth:`decide`, :meth:`transform`, :meth:`notify`;
+    management ops have working defaults. Return ``None`` to abstain.
+
+    Attributes:
+        settings_schema: class-level JSON Schema of your settings; :meth:`describe` serves it.
+        settings_version: the last ``configure`` version acknowledged (``None`` before any).
+    """
 
     def decide(self, message: DecideMessage) -> Any:
         """A gate's decision: return a reply arm (``Reject``/``Restrict``/``Order``/``Rewrite``)
@@ -181,7 +187,7 @@ class HookPlugin(Plugin):
         return {}  # unknown op or management key: not for me
 
 
-class DictHookPlugin(Plugin):
+class DictHookPlugin(_Hook):
     """A hook at the dict level: every method takes the wire message as a ``dict`` (the kernel's
     own, no copy, no validation: read it, do not keep it) and returns the wire reply as a ``dict``
     (``None`` is ``{}``, abstain). Unknown ops and management keys answer ``{}``.
@@ -190,13 +196,6 @@ class DictHookPlugin(Plugin):
         settings_schema: class-level JSON Schema of your settings; :meth:`describe` serves it.
         settings_version: the last ``configure`` version acknowledged (``None`` before any).
     """
-
-    kind: ClassVar[str] = "hook"
-    settings_schema: ClassVar[dict[str, Any] | None] = None
-
-    def __init__(self, settings: dict[str, Any]) -> None:
-        super().__init__(settings)
-        self.settings_version: int | None = None
 
     def decide(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         """A gate's decision (``op: decide``): a reply arm dict, or ``None``/``{}`` to abstain."""
