@@ -41,8 +41,22 @@ _KEY_TYPES: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "bucket": (str, False), "window_start": (int, False), "metric": (str, False), "expires_at": (int, True)}
 
 
+class _Keyed(_Flat):
+    """What a charge and a release share: the counter they name, ``(bucket, window_start, metric)``
+    (the fields themselves are declared by each dataclass, so their positional order stays its own)."""
+
+    bucket: str
+    window_start: int
+    metric: str
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        """``(bucket, window_start, metric)``."""
+        return (self.bucket, self.window_start, self.metric)
+
+
 @dataclass(slots=True)
-class StrictCharge(_Flat):
+class StrictCharge(_Keyed):
     """One counter to check and reserve on admission: fits when ``used + reserved + amount <= cap``.
     ``amount`` and ``cap`` are ≥ 0 (requests: 1 and the cap; budget: micro-units)."""
 
@@ -57,14 +71,9 @@ class StrictCharge(_Flat):
     amount: int
     expires_at: int | None = None
 
-    @property
-    def key(self) -> tuple[str, int, str]:
-        """``(bucket, window_start, metric)``."""
-        return (self.bucket, self.window_start, self.metric)
-
 
 @dataclass(slots=True)
-class StrictRelease(_Flat):
+class StrictRelease(_Keyed):
     """One counter to settle: ``reserved -= release``, ``used += add`` (each floored at 0)."""
 
     WHERE: ClassVar[str] = "strict release"
@@ -77,11 +86,6 @@ class StrictRelease(_Flat):
     release: int
     add: int
     expires_at: int | None = None
-
-    @property
-    def key(self) -> tuple[str, int, str]:
-        """``(bucket, window_start, metric)``."""
-        return (self.bucket, self.window_start, self.metric)
 
 
 @dataclass(slots=True)
