@@ -54,11 +54,26 @@ def aspect(size: str) -> str:
     return min(_RATIOS, key=lambda r: abs(_RATIOS[r] - w / h))
 
 
-class OpenAIImages:
-    """The ``("images", "openai")`` codec."""
+class _Images:
+    """What the three image codecs share: the operation, no native-serving shortcut and the usage
+    count (the length of the answer's ``_IMAGES`` list; ``None`` when it is not a list)."""
 
     operation = "images"
+    _IMAGES = ""
+
+    def serves(self, req: ImageRequest, upstream_model: str) -> str | None:
+        return None
+
+    def usage_of(self, doc: dict[str, Any]) -> int | None:
+        items = doc.get(self._IMAGES)
+        return len(items) if isinstance(items, list) else None
+
+
+class OpenAIImages(_Images):
+    """The ``("images", "openai")`` codec."""
+
     protocol = "openai"
+    _IMAGES = "data"
     passthrough = True
 
     def read_request(self, body: dict[str, Any], verb: str = "") -> ImageRequest:
@@ -92,19 +107,12 @@ class OpenAIImages:
                 data.append({"url": url if url is not None else f"data:{resp.mime};base64,{b64}"})
         return {"created": int(time.time()), "data": data}
 
-    def serves(self, req: ImageRequest, upstream_model: str) -> str | None:
-        return None
 
-    def usage_of(self, doc: dict[str, Any]) -> int | None:
-        data = doc.get("data")
-        return len(data) if isinstance(data, list) else None
-
-
-class GeminiImages:
+class GeminiImages(_Images):
     """The ``("images", "gemini")`` codec (``:predict``)."""
 
-    operation = "images"
     protocol = "gemini"
+    _IMAGES = "predictions"
     passthrough = False
 
     def read_request(self, body: dict[str, Any], verb: str = "") -> ImageRequest:
@@ -142,19 +150,12 @@ class GeminiImages:
         return {"predictions": [{"bytesBase64Encoded": b64, "mimeType": resp.mime} for b64, _ in resp.images
                                 if b64 is not None]}
 
-    def serves(self, req: ImageRequest, upstream_model: str) -> str | None:
-        return None
 
-    def usage_of(self, doc: dict[str, Any]) -> int | None:
-        preds = doc.get("predictions")
-        return len(preds) if isinstance(preds, list) else None
-
-
-class BedrockImages:
+class BedrockImages(_Images):
     """The ``("images", "bedrock")`` codec (``invoke`` ``TEXT_IMAGE`` bodies)."""
 
-    operation = "images"
     protocol = "bedrock"
+    _IMAGES = "images"
     passthrough = False
 
     def read_request(self, body: dict[str, Any], verb: str = "") -> ImageRequest:
@@ -186,13 +187,6 @@ class BedrockImages:
 
     def write_response(self, resp: ImageResponse, req: ImageRequest, model: str) -> dict[str, Any]:
         return {"images": [b64 for b64, _ in resp.images if b64 is not None], "error": None}
-
-    def serves(self, req: ImageRequest, upstream_model: str) -> str | None:
-        return None
-
-    def usage_of(self, doc: dict[str, Any]) -> int | None:
-        images = doc.get("images")
-        return len(images) if isinstance(images, list) else None
 
 
 OPENAI = OpenAIImages()
