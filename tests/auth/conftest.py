@@ -3,9 +3,9 @@ gateway whose store a test can mint keys into (until the admin API mints them ov
 from __future__ import annotations
 
 import pytest
-from busbar_mock_provider.process import MockProcess
 
 from tests.auth.inproc import InProcessGateway
+from tests.support.fixtures import _clean_mock, mock, started_by  # noqa: F401
 from tests.support.gateway import BusbarProcess
 
 PROTOCOLS = ("openai", "anthropic", "gemini", "bedrock", "cohere")
@@ -23,43 +23,19 @@ def config(chain: str = "[keys]", extra: str = "") -> str:
     return "".join(out) + extra
 
 
-@pytest.fixture(scope="session")
-def mock():
-    with MockProcess() as m:
-        yield m
-
-
-@pytest.fixture(autouse=True)
-def _clean_mock(request):
-    if "mock" in request.fixturenames:
-        request.getfixturevalue("mock").clear()
-
-
 @pytest.fixture(scope="module")
 def busbar_factory(tmp_path_factory):
-    started = []
+    def build(config_yaml: str, mock_url: str, env: dict | None = None) -> BusbarProcess:
+        return BusbarProcess(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("gw"),
+                             env={**UPSTREAM_KEYS, **(env or {})})
 
-    def make(config_yaml: str, mock_url: str, env: dict | None = None) -> BusbarProcess:
-        gw = BusbarProcess(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("gw"),
-                           env={**UPSTREAM_KEYS, **(env or {})})
-        started.append(gw)
-        return gw.start()
-
-    yield make
-    for gw in started:
-        gw.stop()
+    yield from started_by(build)
 
 
 @pytest.fixture(scope="module")
 def inproc_factory(tmp_path_factory):
-    started = []
+    def build(config_yaml: str, mock_url: str) -> InProcessGateway:
+        return InProcessGateway(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("inproc"),
+                                UPSTREAM_KEYS)
 
-    def make(config_yaml: str, mock_url: str) -> InProcessGateway:
-        gw = InProcessGateway(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("inproc"),
-                              UPSTREAM_KEYS)
-        started.append(gw)
-        return gw.start()
-
-    yield make
-    for gw in started:
-        gw.stop()
+    yield from started_by(build)

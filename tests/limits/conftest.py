@@ -7,36 +7,17 @@ and mints a key bound to ``group`` (``tests.support.groupkey``): requests send `
 from __future__ import annotations
 
 import pytest
-from busbar_mock_provider.process import MockProcess
 
+from tests.support.fixtures import _clean_mock, mock, started_by  # noqa: F401
 from tests.support.groupkey import GroupKeyProcess
 
 KEYS = {"T_OPENAI_KEY": "sk-test-openai", "T_ANTHROPIC_KEY": "sk-ant-api-test"}
 
 
-@pytest.fixture(scope="session")
-def mock():
-    with MockProcess() as m:
-        yield m
-
-
-@pytest.fixture(autouse=True)
-def _clean_mock(request):
-    if "mock" in request.fixturenames:
-        request.getfixturevalue("mock").clear()
-    yield
-
-
 @pytest.fixture(scope="module")
 def gateway_factory(tmp_path_factory):
-    started = []
+    def build(config_yaml: str, mock_url: str, group: str | None = None, env: dict | None = None) -> GroupKeyProcess:
+        return GroupKeyProcess(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("gw"), group,
+                               env={**KEYS, **(env or {})})
 
-    def make(config_yaml: str, mock_url: str, group: str | None = None, env: dict | None = None) -> GroupKeyProcess:
-        gw = GroupKeyProcess(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("gw"), group,
-                             env={**KEYS, **(env or {})})
-        started.append(gw)
-        return gw.start()
-
-    yield make
-    for gw in started:
-        gw.stop()
+    yield from started_by(build)

@@ -8,25 +8,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from busbar_mock_provider.process import MockProcess
 
 from tests.support.certs import CA, Leaf, make_ca
+from tests.support.fixtures import _clean_mock, mock, started_by  # noqa: F401
 from tests.support.gateway import BusbarProcess
 
 KEYS = {"T_OPENAI_KEY": "sk-test-openai", "T_ANTHROPIC_KEY": "sk-ant-api-test"}
-
-
-@pytest.fixture(scope="session")
-def mock():
-    with MockProcess() as m:
-        yield m
-
-
-@pytest.fixture(autouse=True)
-def _clean_mock(request):
-    if "mock" in request.fixturenames:
-        request.getfixturevalue("mock").clear()
-    yield
 
 
 class Pki:
@@ -86,15 +73,10 @@ class Gateway(BusbarProcess):
 
 @pytest.fixture(scope="module")
 def gateway_factory(tmp_path_factory):
-    started: list[Gateway] = []
+    def build(config_yaml: str, mock_url: str, env: dict | None = None, verify: ssl.SSLContext | None = None,
+              start: bool = True) -> Gateway:
+        """``start=False``: made, not started (``started_by`` reads the keyword)."""
+        return Gateway(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("gw"),
+                       env={**KEYS, **(env or {})}, verify=verify)
 
-    def make(config_yaml: str, mock_url: str, env: dict | None = None, verify: ssl.SSLContext | None = None,
-             start: bool = True) -> Gateway:
-        gw = Gateway(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("gw"),
-                     env={**KEYS, **(env or {})}, verify=verify)
-        started.append(gw)
-        return gw.start() if start else gw
-
-    yield make
-    for gw in started:
-        gw.stop()
+    yield from started_by(build)
