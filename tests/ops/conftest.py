@@ -12,6 +12,7 @@ import pytest
 from tests.support.certs import CA, Leaf, make_ca
 from tests.support.fixtures import _clean_mock, mock, started_by  # noqa: F401
 from tests.support.gateway import BusbarProcess
+from tests.support.otlp import receiver  # noqa: F401
 
 KEYS = {"T_OPENAI_KEY": "sk-test-openai", "T_ANTHROPIC_KEY": "sk-ant-api-test"}
 

@@ -16,18 +16,8 @@ from busbar.security.sync_session import guarded_session
 from busbar_sdk.ssrf import HostGuard, SsrfBlocked, SsrfPolicy
 from prometheus_client import CollectorRegistry, generate_latest
 
-from tests.ops.test_traces import Receiver
-
 ENV = {"K": "sk-test"}
 BASE = "providers:\n  anthropic: { api_key: { env: K } }\nmodels:\n  claude: { provider: anthropic }\n"
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.server.shutdown()
-    r.server.server_close()
 
 
 @pytest.fixture

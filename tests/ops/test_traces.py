@@ -8,14 +8,12 @@ import base64
 import os
 import signal
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import openai
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests.support.gateway import BIN
+from tests.support.otlp import attrs
 
 CONFIG = """
 listen: "127.0.0.1:{port}"
@@ -33,59 +31,6 @@ observability: { otlp_url: "http://collector:s3cret@127.0.0.1:OTLP/v1/traces" }
 ERR_500 = {"error": {"message": "boom", "type": "server_error", "param": None, "code": None}}
 
 
-class Receiver:
-    """An OTLP/HTTP trace receiver: every POST body decoded as ``ExportTraceServiceRequest``."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[dict[str, str], ExportTraceServiceRequest]] = []
-        self.paths: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["content-length"]))
-                outer.paths.append(self.path)
-                if self.path == "/refuse" or (self.path == "/flaky" and outer.paths.count("/flaky") == 1):
-                    self.send_response(400 if self.path == "/refuse" else 503)   # rejected / busy once
-                    self.send_header("retry-after", "0")
-                    self.send_header("content-length", "0")
-                    self.end_headers()
-                    return
-                msg = ExportTraceServiceRequest()
-                msg.ParseFromString(body)
-                outer.requests.append(({k.lower(): v for k, v in self.headers.items()}, msg))
-                self.send_response(200)
-                self.send_header("content-type", "application/x-protobuf")
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def spans(self) -> list:
-        return [s for _, m in self.requests for rs in m.resource_spans for ss in rs.scope_spans for s in ss.spans]
-
-
-def _attrs(span) -> dict:
-    out = {}
-    for kv in span.attributes:
-        v = kv.value
-        out[kv.key] = v.string_value if v.HasField("string_value") else v.int_value
-    return out
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.server.shutdown()
-    r.server.server_close()
-
-
 def test_request_and_attempt_spans_reach_the_collector_and_flush_at_shutdown(gateway_factory, mock, receiver):
     gw = gateway_factory(CONFIG.replace("OTLP", str(receiver.port)), mock.url, env={"BUSBAR_LOG": "info"})
     mock.script([{"match": {"model": "tr-a"}, "times": 1, "response": {"status": 500, "body": ERR_500}}])
@@ -101,7 +46,7 @@ def test_request_and_attempt_spans_reach_the_collector_and_flush_at_shutdown(gat
     attempts = sorted((s for s in spans if s.name.startswith("attempt ")), key=lambda s: s.start_time_unix_nano)
     assert [s.name for s in attempts] == ["attempt tr-a", "attempt tr-b"]
     assert all(s.parent_span_id == root.span_id and s.trace_id == root.trace_id for s in attempts)
-    a = _attrs(root)
+    a = attrs(root)
     assert {k: a[k] for k in ("gen_ai.operation.name", "gen_ai.request.model", "gen_ai.provider.name",
                               "gen_ai.response.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
                               "http.response.status_code", "busbar.pool", "busbar.lane", "busbar.outcome",
@@ -112,7 +57,7 @@ def test_request_and_attempt_spans_reach_the_collector_and_flush_at_shutdown(gat
         "busbar.pool": "traced", "busbar.lane": "tr-b", "busbar.outcome": "ok", "busbar.failover.hops": 1,
         "busbar.ingress_protocol": "openai"}
     assert root.kind == 2 and root.status.code == 0             # SERVER, unset (ok)
-    first, second = (_attrs(s) for s in attempts)
+    first, second = (attrs(s) for s in attempts)
     assert (first["busbar.failover.hop"], first["http.response.status_code"], attempts[0].status.code) == (0, 500, 2)
     assert (second["busbar.failover.hop"], second["busbar.attempt.outcome"], second["busbar.pool"]) == (
         1, "ok", "traced")
@@ -181,7 +126,7 @@ def test_hook_decisions_become_child_spans_of_the_request():
     rec.finish([])
     msg = _encode(rec)
     (rs,) = msg.resource_spans
-    assert _attrs(rs.resource) == {"service.name": "busbar"}
+    assert attrs(rs.resource) == {"service.name": "busbar"}
     (ss,) = rs.scope_spans
     assert (ss.scope.name, ss.scope.version) == ("busbar", "t")
     spans = {s.name: s for s in ss.spans}
@@ -191,7 +136,7 @@ def test_hook_decisions_become_child_spans_of_the_request():
     for name, verdict in (("hook router", "decided"), ("hook guard", "failed: timeout")):
         s = spans[name]
         assert (s.parent_span_id, s.trace_id, s.kind) == (root.span_id, root.trace_id, 1)      # INTERNAL
-        assert _attrs(s) == {"busbar.hook": name.split()[1], "busbar.hook.verdict": verdict}
+        assert attrs(s) == {"busbar.hook": name.split()[1], "busbar.hook.verdict": verdict}
         assert root.start_time_unix_nano <= s.start_time_unix_nano <= s.end_time_unix_nano \
             <= root.end_time_unix_nano
 
@@ -208,10 +153,10 @@ def test_every_request_gets_its_own_trace_and_shared_parts_are_not_mixed_up():
         r.finish([])
     a, b = _encode(one, two).resource_spans[0].scope_spans[0].spans
     assert a.trace_id != b.trace_id and a.span_id != b.span_id
-    assert {k: v for k, v in _attrs(a).items() if k.startswith(("gen_ai.usage", "busbar.request_id", "busbar.out"))} \
+    assert {k: v for k, v in attrs(a).items() if k.startswith(("gen_ai.usage", "busbar.request_id", "busbar.out"))} \
         == {"gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 4, "busbar.request_id": one.request_id,
             "busbar.outcome": "ok"}
-    assert {k: v for k, v in _attrs(b).items() if k.startswith(("gen_ai.usage", "busbar.request_id", "busbar.out"))} \
+    assert {k: v for k, v in attrs(b).items() if k.startswith(("gen_ai.usage", "busbar.request_id", "busbar.out"))} \
         == {"gen_ai.usage.input_tokens": 30, "gen_ai.usage.output_tokens": 40, "busbar.request_id": two.request_id,
             "busbar.outcome": "error"}
     assert (a.status.code, b.status.code, b.status.message) == (0, 2, "error")

@@ -11,7 +11,7 @@ import signal
 import httpx
 
 from tests.e2e.test_hooks_e2e import HEAD
-from tests.ops.test_traces import Receiver, _attrs
+from tests.support.otlp import Receiver, attrs
 
 POOL = """
 pools:
@@ -51,7 +51,7 @@ def test_decisions_become_hook_spans(gateway_factory, mock, router_plugins) -> N
         assert len(hooks) == 2
         roots = {s.span_id: s for s in spans if s.name == "chat traced"}
         assert all(h.parent_span_id in roots for h in hooks)
-        model, fallback = (_attrs(h)["busbar.hook.verdict"] for h in hooks)
+        model, fallback = (attrs(h)["busbar.hook.verdict"] for h in hooks)
         assert model.startswith("decided; order; served_by=model; confidence=") and "probabilities={'oa-a': " in model
         assert fallback == ("decided; order; served_by=fallback[0]; hops=[{'from': 'ai', 'to': 'fallback[0]', 'reason': "
                             "'when_false'}]; skipped=when_false")
