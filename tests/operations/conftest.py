@@ -1,7 +1,16 @@
-"""Fixtures for the non-chat operations: one mock provider and real busbar processes per module."""
+"""Fixtures for the non-chat operations: one mock provider and real busbar processes per module.
+
+``gw`` is a gateway on the test module's own ``CONFIG`` (a module with another set-up defines its
+own ``gw``); ``oa``, ``co`` and ``br`` are the openai, cohere and boto3 bedrock-runtime clients of
+whichever ``gw`` the module sees, with retries off."""
 from __future__ import annotations
 
+import boto3
+import cohere
+import httpx
+import openai
 import pytest
+from botocore.config import Config
 
 from tests.support.fixtures import _clean_mock, mock, started_by  # noqa: F401
 from tests.support.gateway import BusbarProcess
@@ -17,3 +26,27 @@ def gateway_factory(tmp_path_factory):
                              env={**KEYS, **(env or {})})
 
     yield from started_by(build)
+
+
+@pytest.fixture(scope="module")
+def gw(gateway_factory, mock, request):  # noqa: F811
+    return gateway_factory(request.module.CONFIG, mock.url)
+
+
+@pytest.fixture()
+def oa(gw):
+    with openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture()
+def co(gw):
+    with httpx.Client(timeout=20) as http:
+        yield cohere.ClientV2(api_key="x", base_url=gw.url, httpx_client=http)
+
+
+@pytest.fixture()
+def br(gw):
+    return boto3.client("bedrock-runtime", endpoint_url=gw.url, region_name="us-east-1",
+                        aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
+                        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=20))

@@ -60,17 +60,6 @@ ERR_400 = {"error": {"message": "'$.input' is invalid. Please check the API refe
                      "invalid_request_error", "param": None, "code": None}}
 
 
-@pytest.fixture(scope="module")
-def gw(gateway_factory, mock):
-    return gateway_factory(CONFIG, mock.url)
-
-
-@pytest.fixture()
-def oa(gw):
-    with openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
-        yield client
-
-
 def _paths(mock):
     return [r["path"] for r in mock.requests()]
 

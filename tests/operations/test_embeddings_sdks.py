@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import json
 
-import boto3
-import cohere
 import httpx
-import openai
 import pytest
-from botocore.config import Config
 from busbar_mock_provider.embeddings import vector
 from google import genai
 from google.genai import types
@@ -49,36 +45,12 @@ BATCH_POOLS = [p for p in POOLS if p != "to-titan"]       # Titan embeds one tex
 TEXTS = ["the first document", "a second, longer document about gateways"]
 
 
-@pytest.fixture(scope="module")
-def gw(gateway_factory, mock):
-    return gateway_factory(CONFIG, mock.url)
-
-
-@pytest.fixture()
-def oa(gw):
-    with openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
-        yield client
-
-
-@pytest.fixture()
-def co(gw):
-    with httpx.Client(timeout=20) as http:
-        yield cohere.ClientV2(api_key="x", base_url=gw.url, httpx_client=http)
-
-
 @pytest.fixture()
 def gm(gw):
     client = genai.Client(api_key="x", http_options=types.HttpOptions(
         base_url=gw.url, timeout=20000, retry_options=types.HttpRetryOptions(attempts=1)))
     yield client
     client.close()
-
-
-@pytest.fixture()
-def br(gw):
-    return boto3.client("bedrock-runtime", endpoint_url=gw.url, region_name="us-east-1",
-                        aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
-                        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=20))
 
 
 def _upstream(mock):

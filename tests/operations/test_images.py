@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import json
 
-import boto3
 import httpx
-import openai
 import pytest
-from botocore.config import Config
 from busbar_mock_provider.images import PNG_B64
 
 CONFIG = """
@@ -30,17 +27,6 @@ pools:
 """
 PATHS = {"img-openai": "/v1/images/generations", "img-gm": "/v1beta/models/imagen-3.0-generate-002:predict",
          "img-bedrock": "/model/amazon.titan-image-generator-v2:0/invoke"}
-
-
-@pytest.fixture(scope="module")
-def gw(gateway_factory, mock):
-    return gateway_factory(CONFIG, mock.url)
-
-
-@pytest.fixture()
-def oa(gw):
-    with openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
-        yield client
 
 
 def _body(mock):
@@ -75,11 +61,8 @@ def test_openai_sdk_url_same_protocol_and_across(oa, mock):
 
 
 @pytest.mark.parametrize("pool", list(PATHS))
-def test_boto3_text_image_body_every_lane(gw, pool):
-    client = boto3.client("bedrock-runtime", endpoint_url=gw.url, region_name="us-east-1",
-                          aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
-                          config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=20))
-    r = client.invoke_model(modelId=pool, body=json.dumps({
+def test_boto3_text_image_body_every_lane(br, pool):
+    r = br.invoke_model(modelId=pool, body=json.dumps({
         "taskType": "TEXT_IMAGE", "textToImageParams": {"text": "a boat"},
         "imageGenerationConfig": {"numberOfImages": 1, "width": 1024, "height": 1024}}))
     assert json.loads(r["body"].read()) == {"images": [PNG_B64], "error": None}

@@ -45,12 +45,6 @@ def gw(gateway_factory, mock, webrequest):  # noqa: F811
     sidecar.close()
 
 
-@pytest.fixture()
-def oa(gw):
-    with openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
-        yield client
-
-
 def test_a_rewrite_of_embeddings_inputs_reaches_the_upstream(oa, mock):
     out = oa.embeddings.create(model="redact", input=["card 4111 1111", "no card"], encoding_format="float")
     assert [d.embedding for d in out.data] == [vector("card #### 1111"), vector("no card")]

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import json
 
-import boto3
-import cohere
 import httpx
 import openai
 import pytest
-from botocore.config import Config
 from busbar_mock_provider.rerank import rerank_results
 
 CONFIG = """
@@ -39,24 +36,6 @@ pools:
 QUERY = "capital of france"
 DOCS = ["Berlin is the capital of Germany", "Paris is the capital of France", "Bananas are yellow"]
 ERR_503 = {"id": "x", "message": "internal server error"}
-
-
-@pytest.fixture(scope="module")
-def gw(gateway_factory, mock):
-    return gateway_factory(CONFIG, mock.url)
-
-
-@pytest.fixture()
-def co(gw):
-    with httpx.Client(timeout=20) as http:
-        yield cohere.ClientV2(api_key="x", base_url=gw.url, httpx_client=http)
-
-
-@pytest.fixture()
-def br(gw):
-    return boto3.client("bedrock-runtime", endpoint_url=gw.url, region_name="us-east-1",
-                        aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
-                        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=20))
 
 
 EXPECTED = [(r["index"], r["relevance_score"]) for r in rerank_results(QUERY, DOCS, 2)]
