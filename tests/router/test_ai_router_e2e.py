@@ -164,6 +164,17 @@ def _boot(tmp_path, mock, router_plugins, pools: str, *flags: str, models: str =
     return proc.returncode, [line for line in proc.stderr.splitlines() if not line[:4].isdigit()]
 
 
+def _assert_open_refused(tmp_path, mock, router_plugins, pools: str, messages: list[str], models: str = "") -> None:
+    """Booting ``pools`` exits 2 with one line per instance ``p<i>`` whose ``busbar_open`` refused its
+    settings with ``messages[i]``, then the count line."""
+    code, lines = _boot(tmp_path, mock, router_plugins, pools, models=models)
+    plugdir, _ = router_plugins
+    assert code == 2
+    assert lines == [f"config.yaml: pools.p{i}.hooks[0]: {plugdir}/busbar-ai-router-hook-1.5.0.tar.gz: busbar_open "
+                     f"raised ValueError: busbar-ai-router-hook: {message}" for i, message in enumerate(messages)
+                     ] + [f"busbar: {len(messages)} start-up error(s); refusing to start"]
+
+
 @pytest.mark.parametrize("flags", [(), ("--validate",)])
 def test_a_candidate_outside_the_pool_and_a_short_timeout_ms_are_refused(tmp_path, mock, router_plugins, flags):
     code, lines = _boot(tmp_path, mock, router_plugins, BAD, *flags)
@@ -202,12 +213,7 @@ BAD_SETTINGS = [
 def test_bad_settings_refuse_the_boot_naming_the_setting(tmp_path, mock, router_plugins) -> None:
     """One boot, one line per faulty instance (every instance is opened before the boot gives up)."""
     pools = "pools:\n" + "".join(GOOD_BUT.format(i=i, setting=s).lstrip("\n") for i, (s, _) in enumerate(BAD_SETTINGS))
-    code, lines = _boot(tmp_path, mock, router_plugins, pools)
-    plugdir, _ = router_plugins
-    assert code == 2
-    assert lines == [f"config.yaml: pools.p{i}.hooks[0]: {plugdir}/busbar-ai-router-hook-1.5.0.tar.gz: busbar_open "
-                     f"raised ValueError: busbar-ai-router-hook: {message}" for i, (_, message) in enumerate(BAD_SETTINGS)
-                     ] + [f"busbar: {len(BAD_SETTINGS)} start-up error(s); refusing to start"]
+    _assert_open_refused(tmp_path, mock, router_plugins, pools, [message for _, message in BAD_SETTINGS])
 
 
 def test_the_shipped_example_cases_through_hooks_test_and_route(tmp_path, router_plugins) -> None:
