@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import sys
@@ -39,7 +38,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_hooks import _pct, post_asgi
+from bench_hooks import _pct, post_asgi, write_result
 from busbar import __version__
 from busbar.auth.boot import start_front_door
 from busbar.auth.tokens import mint, verify
@@ -174,9 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         o = report["overhead"].get(p, {"p50_us": float("nan"), "p99_us": float("nan")})
         print(f"{p:12} {r['p50_us']:9.1f} {r['p90_us']:9.1f} {r['p99_us']:9.1f} {r['mean_us']:9.1f} "
               f"{o['p50_us']:9.1f} {o['p99_us']:9.1f}")
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "auth.json").write_text(json.dumps(report, indent=2))
+    write_result("auth.json", report)
     got = report["overhead"]["keys"]["p50_us"]
     met = got <= TARGET_P50_US
     print(f"target keys overhead p50 <= {TARGET_P50_US:g} us: {got:.1f} us {'met' if met else 'MISSED'}")

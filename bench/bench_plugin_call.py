@@ -21,43 +21,23 @@ written to ``bench/results/plugin_call.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
-import statistics
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench_hooks import HOOK_HEAD, _pct, _project, write_result
 from busbar import __version__
 from busbar.config.schema_plugins import PluginsConfig
 from busbar.loader import load_plugins, unload
 from busbar.loader.unpack import Staging
 from busbar_sdk.artifact import build_wheels, generate_signing_key, pack_artifact
 
-TRIVIAL = '''
-import pluggy
-
-hookimpl = pluggy.HookimplMarker("busbar")
+TRIVIAL = HOOK_HEAD + '''
 ORDER = {"order": [2, 1, 0]}
-
-
-@hookimpl
-def busbar_abi():
-    return 1
-
-
-@hookimpl
-def busbar_plugin_kind():
-    return "hook"
-
-
-@hookimpl
-def busbar_open(settings):
-    return object()
 
 
 @hookimpl
@@ -89,33 +69,6 @@ PAYLOAD: dict[str, Any] = {
 }
 
 
-def _project(root: Path, dist: str, module: str, source: str, target: str) -> Path:
-    (root / module).mkdir(parents=True)
-    (root / module / "__init__.py").write_text(textwrap.dedent(source))
-    (root / "pyproject.toml").write_text(textwrap.dedent(f'''
-        [build-system]
-        requires = ["setuptools>=61", "wheel"]
-        build-backend = "setuptools.build_meta"
-        [project]
-        name = "{dist}"
-        version = "1.0.0"
-        [project.entry-points."busbar.plugins"]
-        {dist} = "{target}"
-        [tool.setuptools]
-        packages = ["{module}"]
-    '''))
-    return root
-
-
-def _percentiles(samples: list[int]) -> dict[str, float]:
-    s = sorted(samples)
-
-    def pick(q: float) -> float:  # ns -> us
-        return s[min(len(s) - 1, int(q * len(s)))] / 1000.0
-    return {"p50_us": pick(0.50), "p90_us": pick(0.90), "p99_us": pick(0.99), "p999_us": pick(0.999),
-            "mean_us": statistics.fmean(s) / 1000.0}
-
-
 def _measure(fns: dict[str, Callable[[], object]], samples: int, rounds: int = 100) -> dict[str, dict[str, float]]:
     per_round = max(1, samples // rounds)
     out: dict[str, list[int]] = {name: [] for name in fns}
@@ -130,7 +83,7 @@ def _measure(fns: dict[str, Callable[[], object]], samples: int, rounds: int = 1
                 t0 = clock()
                 fn()
                 bucket.append(clock() - t0)
-    return {name: _percentiles(v) for name, v in out.items()}
+    return {name: _pct(v, p999=True) for name, v in out.items()}
 
 
 def run(samples: int) -> dict[str, Any]:
@@ -184,9 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, r in report["results"].items():
         print(f"{name:22} {r['p50_us']:8.2f} {r['p90_us']:8.2f} {r['p99_us']:8.2f} {r['p999_us']:9.2f} "
               f"{r['mean_us']:8.2f}")
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "plugin_call.json").write_text(json.dumps(report, indent=2))
+    write_result("plugin_call.json", report)
     kernel = report["results"]["kernel"]
     ok = kernel["p50_us"] <= 5.0 and kernel["p99_us"] <= 20.0
     print(f"target kernel p50 <= 5 us, p99 <= 20 us: {'met' if ok else 'MISSED'}")

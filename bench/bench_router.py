@@ -45,7 +45,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_hooks import _Driver, _pct, _upstream
+from bench_hooks import _Driver, _pct, _upstream, write_result
 from busbar import __version__
 from busbar.config.load import load_config_text
 from busbar.config.schema_plugins import PluginsConfig
@@ -278,9 +278,7 @@ def main(argv: list[str] | None = None) -> int:
           f"added {r['added_round_cpu_p50_min_us']:.1f} us")
     if args.rules_only:
         print(f"load average after: {', '.join(f'{x:.2f}' for x in report['load_average_after'])}")
-        out = ROOT / "bench" / "results"
-        out.mkdir(exist_ok=True)
-        (out / "router_rules.json").write_text(json.dumps(report, indent=2))
+        write_result("router_rules.json", report)
         return 0
     d = report["decision"]
     print(f"decision engine, {d['state_bytes']} B state, {d['candidates']} candidates "
@@ -291,9 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"accuracy on {a['cases']} labelled prompts (temperature fitted 2-fold, out of sample):")
     for k in ("descriptions only", "5 examples per candidate"):
         print(f"  {k:26} accuracy {a[k]['accuracy']:.4f}  ECE {a[k]['ece']:.4f}  T {a[k]['temperatures']}")
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "router.json").write_text(json.dumps(report, indent=2))
+    write_result("router.json", report)
     return 0
 
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "plugins" / "busbar-ai-router-hook" / "src"))
 
-from bench_hooks import _pct
+from bench_hooks import _pct, write_result
 from bench_router import _candidates, _payload
 
 from tests.support.gateway import BusbarProcess
@@ -93,9 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in results.items():
         print(f"  {k:28} p50 {v['p50_us'] / 1000:7.3f} ms  p99 {v['p99_us'] / 1000:7.3f} ms")
     print(f"  added by the router: p50 {added / 1000:.3f} ms")
-    dest = ROOT / "bench" / "results"
-    dest.mkdir(exist_ok=True)
-    (dest / "router_generative.json").write_text(json.dumps(report, indent=2))
+    write_result("router_generative.json", report)
     return 0
 
 
