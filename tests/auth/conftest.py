@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.auth.inproc import InProcessGateway
-from tests.support.fixtures import _clean_mock, mock, started_by  # noqa: F401
-from tests.support.gateway import BusbarProcess
+from tests.support.fixtures import _clean_mock, gateways, mock, started_by  # noqa: F401
 
 PROTOCOLS = ("openai", "anthropic", "gemini", "bedrock", "cohere")
 UPSTREAM_KEYS = {"KEY_OPENAI": "sk-o", "KEY_ANTHROPIC": "sk-ant-api-a", "KEY_GEMINI": "g-key",
@@ -25,11 +24,7 @@ def config(chain: str = "[keys]", extra: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def busbar_factory(tmp_path_factory):
-    def build(config_yaml: str, mock_url: str, env: dict | None = None) -> BusbarProcess:
-        return BusbarProcess(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("gw"),
-                             env={**UPSTREAM_KEYS, **(env or {})})
-
-    yield from started_by(build)
+    yield from gateways(tmp_path_factory, UPSTREAM_KEYS)
 
 
 @pytest.fixture(scope="module")

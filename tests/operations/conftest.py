@@ -12,8 +12,7 @@ import openai
 import pytest
 from botocore.config import Config
 
-from tests.support.fixtures import _clean_mock, mock, started_by  # noqa: F401
-from tests.support.gateway import BusbarProcess
+from tests.support.fixtures import _clean_mock, gateways, mock  # noqa: F401
 
 KEYS = {"T_OPENAI_KEY": "sk-test-openai", "T_COHERE_KEY": "co-test-key", "T_GEMINI_KEY": "g-test-key",
         "T_AWS_CREDS": "AKIDEXAMPLE:secretkey", "T_ANTHROPIC_KEY": "sk-ant-api-test"}
@@ -21,11 +20,7 @@ KEYS = {"T_OPENAI_KEY": "sk-test-openai", "T_COHERE_KEY": "co-test-key", "T_GEMI
 
 @pytest.fixture(scope="module")
 def gateway_factory(tmp_path_factory):
-    def build(config_yaml: str, mock_url: str, env: dict | None = None) -> BusbarProcess:
-        return BusbarProcess(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("gw"),
-                             env={**KEYS, **(env or {})})
-
-    yield from started_by(build)
+    yield from gateways(tmp_path_factory, KEYS)
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ holds): ``from tests.support.fixtures import _clean_mock, mock  # noqa: F401``.
 - ``_clean_mock`` (autouse): a test that uses ``mock`` starts with its recordings and scripts cleared.
 - :func:`started_by`: the body of a module-scoped factory fixture (``yield from started_by(build)``):
   each call builds a process, starts it and remembers it; every one is stopped at teardown.
+- :func:`gateways`: that body for plain ``BusbarProcess`` gateways with a folder's upstream keys.
 """
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from typing import Any, Protocol, TypeVar
 import pytest
 from busbar_mock_provider.process import MockProcess
 
-__all__ = ["_clean_mock", "mock", "started_by"]
+from tests.support.gateway import BusbarProcess
+
+__all__ = ["_clean_mock", "gateways", "mock", "started_by"]
 
 
 class _Process(Protocol):
@@ -53,3 +56,13 @@ def started_by(build: Callable[..., P]) -> Iterator[Callable[..., P]]:
     yield make
     for proc in started:
         proc.stop()
+
+
+def gateways(tmp_path_factory: pytest.TempPathFactory, keys: dict[str, str]) -> Iterator[Callable[..., BusbarProcess]]:
+    """:func:`started_by` for ``make(config_yaml, mock_url, env=None) -> BusbarProcess`` (started):
+    ``MOCK`` in the YAML is ``mock_url``, the environment is ``keys`` updated with ``env``."""
+    def build(config_yaml: str, mock_url: str, env: dict[str, str] | None = None) -> BusbarProcess:
+        return BusbarProcess(config_yaml.replace("MOCK", mock_url), tmp_path_factory.mktemp("gw"),
+                             env={**keys, **(env or {})})
+
+    yield from started_by(build)
