@@ -98,7 +98,9 @@ def busbar_call(handle, payload):
 '''
 INLINE = GATE + "\n\nbusbar_call.busbar_inline = True     # CPU-only, bounded: call me on the loop\n"
 
-CONFIG = """
+#: The in-process benches' config head (a ``str.format`` template: ``plugdir``, ``key``): plugins
+#: trusted from the bench's own key, three members ``a``, ``b``, ``c`` at an unroutable upstream.
+CONFIG_HEAD = """
 listen: "127.0.0.1:0"
 plugins: {{ enabled: true, dir: "{plugdir}", trust: {{ publishers: [ {{ name: bench, public_key: "{key}" }} ] }} }}
 providers:
@@ -107,7 +109,9 @@ models:
   a: {{ provider: oa }}
   b: {{ provider: oa }}
   c: {{ provider: oa }}
-rate_card:
+"""
+
+CONFIG = CONFIG_HEAD + """rate_card:
   a: {{ input_utok: 15.0, output_utok: 75.0 }}
   b: {{ input_utok: 3.0, output_utok: 15.0 }}
   c: {{ input_utok: 0.15, output_utok: 0.6 }}

@@ -45,7 +45,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_hooks import _Driver, _pct, _upstream, write_result
+from bench_hooks import CONFIG_HEAD, _Driver, _pct, _upstream, write_result
 from busbar import __version__
 from busbar.config.load import load_config_text
 from busbar.config.schema_plugins import PluginsConfig
@@ -70,16 +70,7 @@ RULES = [
     "req.total_chars > 0",                      # the only one that holds: all ten are evaluated
 ]
 
-CONFIG = """
-listen: "127.0.0.1:0"
-plugins: {{ enabled: true, dir: "{plugdir}", trust: {{ publishers: [ {{ name: bench, public_key: "{key}" }} ] }} }}
-providers:
-  oa: {{ protocol: openai, base_url: "http://127.0.0.1:9", api_key: {{ env: K }} }}
-models:
-  a: {{ provider: oa }}
-  b: {{ provider: oa }}
-  c: {{ provider: oa }}
-pools:
+CONFIG = CONFIG_HEAD + """pools:
   plain: {{ members: [ {{ model: a }}, {{ model: b }}, {{ model: c }} ] }}
   rules10:
     hooks: [ {{ module: busbar-rules, prompt: ro, timeout_ms: 50, settings: {{ rules: {rules} }} }} ]
