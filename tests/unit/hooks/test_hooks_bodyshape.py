@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from busbar.hooks.bodyshape import body_prompt, body_sizes
+from busbar.hooks.bodyshape import body_prompt, body_sizes, body_view
 from busbar.hooks.projection import ir_sizes, prompt_view
 from busbar.proto.errors import ProtoError
 from busbar.proto.registry import get_dialect
@@ -51,12 +51,14 @@ def test_simple_bodies_match_the_ir(body):
     assert fast is not None
     assert fast == ir_sizes(OPENAI.read_request(body))
     assert body_prompt(OPENAI, body) == prompt_view(OPENAI.read_request(body))
+    assert body_view(OPENAI, body) == (ir_sizes(OPENAI.read_request(body)), prompt_view(OPENAI.read_request(body)))
 
 
 @pytest.mark.parametrize("body", DEFERRED)
 def test_other_bodies_defer_to_the_ir(body):
     assert body_sizes(OPENAI, body) is None
     assert body_prompt(OPENAI, body) is None
+    assert body_view(OPENAI, body) is None
 
 
 def test_the_prompt_view_read_from_the_body_exactly():
@@ -76,7 +78,9 @@ def test_other_protocols_and_non_objects_defer():
     for name in ("anthropic", "responses", "gemini", "cohere", "bedrock"):
         assert body_sizes(get_dialect(name), body) is None
         assert body_prompt(get_dialect(name), body) is None
+        assert body_view(get_dialect(name), body) is None
     assert body_sizes(OPENAI, [body]) is None
+    assert body_view(OPENAI, [body]) is None
     assert body_prompt(OPENAI, [body]) is None
 
 
@@ -105,7 +109,8 @@ def test_random_bodies_agree_or_defer():
             body[k] = v
         fast = body_sizes(OPENAI, body)
         if fast is None:
-            assert body_prompt(OPENAI, body) is None, body        # both read exactly the same bodies
+            assert body_prompt(OPENAI, body) is None, body        # all three read exactly the same bodies
+            assert body_view(OPENAI, body) is None, body
             continue
         answered += 1
         try:
@@ -114,4 +119,5 @@ def test_random_bodies_agree_or_defer():
             raise AssertionError(f"fast path answered {fast} for a body the reader refuses: {body}: {e}") from e
         assert fast == ir_sizes(ir), body
         assert body_prompt(OPENAI, body) == prompt_view(ir), body
+        assert body_view(OPENAI, body) == (fast, prompt_view(ir)), body
     assert answered > 200

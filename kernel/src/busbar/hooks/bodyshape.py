@@ -20,7 +20,8 @@ prompt), ``total_chars`` is the length of every content string, ``has_tools`` is
 
 ``body_prompt(ingress, body)`` is the same for the ``prompt: ro|rw`` text (system text joined by
 newlines, one ``{role, text}`` per user/assistant message), equal to ``projection.prompt_view`` of
-the IR for every body it reads.
+the IR for every body it reads. ``body_view(ingress, body)`` reads both in one pass (a gate granted
+the prompt needs both).
 
 Source: docs/hooks.md#what-a-hook-receives.
 """
@@ -31,7 +32,7 @@ from typing import Any
 
 from busbar.hooks.projection import Prompt, Sizes
 
-__all__ = ["body_prompt", "body_sizes"]
+__all__ = ["body_prompt", "body_sizes", "body_view"]
 
 #: role -> counted as a message (user, assistant) or as system text (system, developer)
 _OPENAI_ROLES = {"user": True, "assistant": True, "system": False, "developer": False}
@@ -93,8 +94,32 @@ def _openai_prompt(body: dict[str, Any]) -> Prompt | None:
     return (None if system is None else "\n".join(t for t in system if t)), out
 
 
+def _openai_both(body: dict[str, Any]) -> tuple[Sizes, Prompt] | None:
+    msgs = _openai_messages(body)
+    if msgs is None:
+        return None
+    count = total = 0
+    system: list[str] | None = None
+    out: list[dict[str, str]] = []
+    roles = _OPENAI_ROLES
+    for m in msgs:
+        text = m["content"]
+        total += len(text)
+        if roles[m["role"]]:
+            count += 1
+            out.append({"role": m["role"], "text": text})
+        elif system is None:
+            system = [text]
+        else:
+            system.append(text)
+    mct = body.get("max_completion_tokens")
+    sizes = count, False, total, mct if mct is not None else body.get("max_tokens")
+    return sizes, ((None if system is None else "\n".join(t for t in system if t)), out)
+
+
 _READERS: dict[str, Callable[[dict[str, Any]], Sizes | None]] = {"openai": _openai}
 _PROMPT_READERS: dict[str, Callable[[dict[str, Any]], Prompt | None]] = {"openai": _openai_prompt}
+_BOTH_READERS: dict[str, Callable[[dict[str, Any]], tuple[Sizes, Prompt] | None]] = {"openai": _openai_both}
 
 
 def body_sizes(ingress: Any, body: Any) -> Sizes | None:
@@ -112,6 +137,16 @@ def body_prompt(ingress: Any, body: Any) -> Prompt | None:
     text or ``None``, and ``[{"role", "text"}]``) read from ``body`` for the bodies
     :func:`body_sizes` reads, equal to ``prompt_view`` of their IR; ``None`` otherwise. Never raises."""
     reader = _PROMPT_READERS.get(str(getattr(ingress, "name", "")))
+    if reader is None or type(body) is not dict:
+        return None
+    return reader(body)
+
+
+def body_view(ingress: Any, body: Any) -> tuple[Sizes, Prompt] | None:
+    """``(body_sizes(...), body_prompt(...))`` read in one pass over ``body`` (one shape check, one
+    walk of the messages), for a hook granted the prompt; ``None`` exactly when either would be.
+    Never raises."""
+    reader = _BOTH_READERS.get(str(getattr(ingress, "name", "")))
     if reader is None or type(body) is not dict:
         return None
     return reader(body)

@@ -23,7 +23,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from busbar.hooks.bodyshape import body_prompt, body_sizes
+from busbar.hooks.bodyshape import body_prompt, body_sizes, body_view
 from busbar.hooks.projection import (
     Prompt,
     copy_candidates,
@@ -81,10 +81,26 @@ class HookRun:
             sizes = None if call.rewritten or call.op is not None else body_sizes(call.ingress, call.body)
             if sizes is None:
                 sizes = ir_sizes(call.ir)
-            view = shape_view(sizes, request_id=self.request_id, pool=pool, ingress=call.ingress.name,
-                              stream=call.stream, operation=call.op.name if call.op is not None else None)
-            self._shape[pool] = view
+            view = self._shape_of(sizes, pool)
         return view
+
+    def _shape_of(self, sizes: Any, pool: str) -> dict[str, Any]:
+        call = self.call
+        view = self._shape[pool] = shape_view(sizes, request_id=self.request_id, pool=pool,
+                                              ingress=call.ingress.name, stream=call.stream,
+                                              operation=call.op.name if call.op is not None else None)
+        return view
+
+    def _read_body(self, pool: str) -> None:
+        """Neither view is built yet and the prompt is wanted: read the shape and the prompt view
+        from the client's body in one pass (``body_view``) when it covers the body."""
+        call = self.call
+        if call.rewritten or call.op is not None:
+            return
+        both = body_view(call.ingress, call.body)
+        if both is not None:
+            sizes, self._prompt = both
+            self._shape_of(sizes, pool)
 
     def rewritten(self) -> None:
         """The body changed: rebuild every projection from the new IR on next use."""
@@ -99,6 +115,8 @@ class HookRun:
         hook alone: ``candidates`` (built for it) and the cached prompt view are handed over as they
         are instead of copied (a later message rebuilds the prompt view). ``headers``: the hook's
         header allowlist (lower-cased names; ``request.headers`` is set when it is not empty)."""
+        if prompt != "no" and self._prompt is None and pool not in self._shape:
+            self._read_body(pool)
         req = dict(self.shape(pool))            # the cached shape is shared by later messages
         if prompt != "no":
             view = self._prompt
