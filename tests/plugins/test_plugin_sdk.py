@@ -197,6 +197,30 @@ def test_dict_hook_plugin_gets_the_wire_dicts_and_declares_inline() -> None:
     assert declares_inline(SimpleNamespace(plugin=SimpleNamespace(binding=b))) is True     # the kernel's check
 
 
+def test_an_export_subclass_keeps_its_own_busbar_call_and_async_twin() -> None:
+    """A plugin that subclasses the export to give ``busbar_call`` an async twin (the first-party
+    webrequest hook does) keeps both: the base's per-instance ``busbar_call`` used to shadow it, so the
+    kernel found no ``busbar_acall`` and ran the sidecar call on a worker thread."""
+    import asyncio
+
+    from busbar_sdk._base import PluginExport, hookimpl
+
+    class Export(PluginExport):
+        @hookimpl
+        def busbar_call(self, handle: Any, payload: dict[str, Any]) -> dict[str, Any]:
+            return {"order": [0]}
+
+    async def twin(handle: Any, payload: dict[str, Any]) -> dict[str, Any]:
+        return {"order": [1]}
+
+    Export.busbar_call.busbar_acall = twin  # type: ignore[attr-defined]
+    b = bind_plugin(Export(Gate), name="twin", expected_kind="hook")
+    h = b.open({})
+    assert b.call(h, decide(2)) == {"order": [0]}
+    assert getattr(b.call, "busbar_acall", None) is twin
+    assert asyncio.run(b.call.busbar_acall(h, decide(2))) == {"order": [1]}  # type: ignore[attr-defined]
+
+
 def test_export_plugin_refuses_a_non_plugin() -> None:
     with pytest.raises(TypeError, match="takes a subclass of HookPlugin"):
         export_plugin(dict)  # type: ignore[arg-type]

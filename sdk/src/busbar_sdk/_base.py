@@ -332,6 +332,8 @@ class PluginExport:
             raise TypeError("export_plugin() takes a subclass of HookPlugin, DictHookPlugin, StorePlugin, "
                             "SecretPlugin or AuthPlugin")
         self.plugin_class = cls
+        if getattr(type(self), "busbar_call", None) is not None:
+            return      # a subclass's own ``busbar_call`` (with an async twin, say) is the ABI's: not shadowed
 
         if issubclass(cls, DictHookPlugin):
             def busbar_call(handle: Any, payload: dict[str, Any]) -> dict[str, Any]:
