@@ -48,17 +48,6 @@ DIGEST = hashlib.sha256(AUDIO).hexdigest()
 ERR_503 = {"error": {"message": "The server is overloaded", "type": "server_error", "param": None, "code": None}}
 
 
-@pytest.fixture(scope="module")
-def gw(gateway_factory, mock):
-    return gateway_factory(CONFIG, mock.url)
-
-
-@pytest.fixture()
-def oa(gw):
-    with openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
-        yield client
-
-
 def _sent(mock):
     return [(r["path"], r["body"]) for r in mock.requests()]
 

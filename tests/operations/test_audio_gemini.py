@@ -38,17 +38,6 @@ INSTRUCT = ("Transcribe the speech in this audio verbatim, in the language it is
             "transcript text only, nothing else.")
 
 
-@pytest.fixture(scope="module")
-def gw(gateway_factory, mock):
-    return gateway_factory(CONFIG, mock.url)
-
-
-@pytest.fixture()
-def oa(gw):
-    with openai.OpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
-        yield client
-
-
 def _sent(mock):
     return [(r["path"], r["body"]) for r in mock.requests()]
 
