@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -36,6 +37,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +118,19 @@ async def _rules_rounds(driver: _Driver, samples: int,
     return out, medians
 
 
-def rules_overhead(samples: int, rounds: int) -> dict[str, Any]:
+def run_loop() -> Callable[[Any], Any]:
+    """``uvloop.run`` when uvloop is installed (the server's loop), else ``asyncio.run``."""
+    try:
+        import uvloop
+        return uvloop.run
+    except ImportError:  # pragma: no cover
+        return asyncio.run
+
+
+@contextlib.contextmanager
+def rules_gateway() -> Iterator[Gateway]:
+    """A gateway on :data:`CONFIG` with the signed ``busbar-rules-hook`` (the 10 :data:`RULES`) built,
+    packed and loaded from a temporary plugin folder; its hooks closed and plugins unloaded after."""
     seed, public = generate_signing_key()
     rules = json.dumps([{"when": r, "to": ["c"]} for r in RULES])
     with tempfile.TemporaryDirectory(prefix="busbar-bench-router-") as tmp:
@@ -136,19 +150,22 @@ def rules_overhead(samples: int, rounds: int) -> dict[str, Any]:
             staging=Staging(root / "staging"), release_key=None)
         try:
             gw = Gateway.build(loaded, {"K": "x"}, transport=httpx.MockTransport(_upstream), plugins=ps)
-            assert gw.hooks is not None and [f.inline for f in gw.hooks.facades] == [True]
-            driver = _Driver(create_app(AppState(gateway=gw)))
-            gc.collect()
-            gc.freeze()             # as the server does before it serves (busbar.server.lifecycle)
+            assert gw.hooks is not None
             try:
-                import uvloop
-                runner = uvloop.run
-            except ImportError:  # pragma: no cover
-                runner = asyncio.run
-            raw, medians = runner(_rules_rounds(driver, samples, rounds))
-            gw.hooks.close()
+                yield gw
+            finally:
+                gw.hooks.close()
         finally:
             unload(ps)
+
+
+def rules_overhead(samples: int, rounds: int) -> dict[str, Any]:
+    with rules_gateway() as gw:
+        assert gw.hooks is not None and [f.inline for f in gw.hooks.facades] == [True]
+        driver = _Driver(create_app(AppState(gateway=gw)))
+        gc.collect()
+        gc.freeze()             # as the server does before it serves (busbar.server.lifecycle)
+        raw, medians = run_loop()(_rules_rounds(driver, samples, rounds))
     res = {p: _pct(v) for p, v in raw.items()}
     best = {p: min(v) for p, v in medians.items()}
     return {"results": res, "added_p50_us": res["rules10"]["p50_us"] - res["plain"]["p50_us"],

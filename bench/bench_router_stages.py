@@ -22,30 +22,19 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_router as br
-from busbar.config.load import load_config_text
-from busbar.config.schema_plugins import PluginsConfig
 from busbar.hooks import chain, facade, plan, run
-from busbar.loader import load_plugins, unload
-from busbar.loader.unpack import Staging
-from busbar.proxy.gateway import Gateway
 from busbar.server.app import AppState, create_app
-from busbar_sdk.artifact import build_wheels, generate_signing_key, pack_artifact
 
 TIMES: dict[str, list[int]] = {}
 
@@ -86,62 +75,36 @@ def main(argv: list[str] | None = None) -> int:
     _wrap(chain.PoolChain, "_planned")
     _wrap(plan.Plan, "pick")
     _wrap(run.HookRun, "finish")
-    seed, public = generate_signing_key()
-    rules = json.dumps([{"when": r, "to": ["c"]} for r in br.RULES])
     walls: dict[str, list[int]] = {"plain": [], "rules10": []}
-    with tempfile.TemporaryDirectory(prefix="busbar-bench-stages-") as tmp:
-        root = Path(tmp)
-        (wheel,) = build_wheels([ROOT / "plugins" / "busbar-rules-hook"], root / "wheels")
-        plugdir = root / "plugins"
-        plugdir.mkdir()
-        schema = (ROOT / "plugins/busbar-rules-hook/src/busbar_rules_hook/settings_schema.json").read_text()
-        data = pack_artifact(wheel_name=wheel.name, wheel_bytes=wheel.read_bytes(), name="busbar-rules-hook",
-                             alias="busbar-rules", kind="hook", version="1.5.0", publisher="bench", signing_key=seed,
-                             needs_prompt="ro", settings_schema=schema)
-        (plugdir / "busbar-rules-hook.tar.gz").write_bytes(data)
-        loaded = load_config_text(br.CONFIG.format(plugdir=plugdir, key=public, rules=rules), {"K": "x"})
-        ps = load_plugins(PluginsConfig.model_validate({"enabled": True, "dir": str(plugdir), "trust": {
-            "publishers": [{"name": "bench", "public_key": public}]}}), base_dir=root,
-            staging=Staging(root / "staging"), release_key=None)
-        try:
-            gw = Gateway.build(loaded, {"K": "x"}, transport=httpx.MockTransport(br._upstream), plugins=ps)
-            assert gw.hooks is not None
-            fac = gw.hooks.facades[0]
-            if args.trivial:
-                fac._call = lambda payload: {"order": [2]}
-            else:
-                import busbar_rules_hook as plugin  # the signed plugin, imported by the loader
-                import busbar_sdk.rules as rules_mod
-                _wrap(plugin.RulesHook, "decide", "plugin decide")
-                _wrap(rules_mod.RuleSet, "_combined", "CEL (combined program)")
-                _wrap(plugin, "req_object")
-                _wrap(plugin, "reply_for")
-            driver = br._Driver(create_app(AppState(gateway=gw)))
-            gc.collect()
-            gc.freeze()
+    with br.rules_gateway() as gw:
+        assert gw.hooks is not None
+        fac = gw.hooks.facades[0]
+        if args.trivial:
+            fac._call = lambda payload: {"order": [2]}
+        else:
+            import busbar_rules_hook as plugin  # the signed plugin, imported by the loader
+            import busbar_sdk.rules as rules_mod
+            _wrap(plugin.RulesHook, "decide", "plugin decide")
+            _wrap(rules_mod.RuleSet, "_combined", "CEL (combined program)")
+            _wrap(plugin, "req_object")
+            _wrap(plugin, "reply_for")
+        driver = br._Driver(create_app(AppState(gateway=gw)))
+        gc.collect()
+        gc.freeze()
 
-            async def go() -> None:
-                for _ in range(300):
-                    for p in walls:
-                        await driver.request(p)
-                for v in TIMES.values():
-                    v.clear()
-                for _ in range(args.samples):
-                    for p in walls:
-                        t = time.perf_counter_ns()
-                        await driver.request(p)
-                        walls[p].append(time.perf_counter_ns() - t)
-            runner: Callable[[Any], Any]
-            try:
-                import uvloop
-                runner = uvloop.run
-            except ImportError:  # pragma: no cover
-                import asyncio
-                runner = asyncio.run
-            runner(go())
-            gw.hooks.close()
-        finally:
-            unload(ps)
+        async def go() -> None:
+            for _ in range(300):
+                for p in walls:
+                    await driver.request(p)
+            for v in TIMES.values():
+                v.clear()
+            for _ in range(args.samples):
+                for p in walls:
+                    t = time.perf_counter_ns()
+                    await driver.request(p)
+                    walls[p].append(time.perf_counter_ns() - t)
+
+        br.run_loop()(go())
     print(f"load average {os.getloadavg()}")
     for p, v in walls.items():
         print(f"request {p:8s} p50 {statistics.median(v) / 1e3:7.1f} us   min {min(v) / 1e3:7.1f} us")
