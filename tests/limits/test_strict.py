@@ -57,7 +57,7 @@ def _admit(limiter: Limiter, strict: StrictLimits, gw: Any, cost_micros: int = 0
 
 
 def test_the_engine_charges_strict_buckets_without_deciding_them_and_cancel_undoes_an_admission() -> None:
-    limiter, strict, _, _ = _setup(MemoryStore())
+    limiter, _, _, _ = _setup(MemoryStore())
     tickets = [limiter.admit("bob", None, Worst(10, 0)) for _ in range(3)]
     assert all(isinstance(t, Ticket) for t in tickets)           # the strict cap of 2 is not the engine's
     assert counts(limiter)["group:bob@minute"] == (3, 3)
@@ -69,9 +69,9 @@ def test_the_engine_charges_strict_buckets_without_deciding_them_and_cancel_undo
     assert counts(limiter) == {"group:bob@minute": (0, 0), "group:bob@hour": (0, 0), "group:acme@month": (0, 0),
                                "group:acme@day": (0, 0)}
     assert (limiter.reservations, limiter.inflight, limiter.dirty) == (0, {"bob": 0, "acme": 0}, {})
-    assert strict.limits_of(limiter.tree, "bob", None) == tuple(
+    assert limiter.plan("bob", None).strict == tuple(
         lim for g in limiter.tree.chain("bob") or () for lim in g.limits if lim.strict)
-    assert [lim.label for lim in strict.limits_of(limiter.tree, "bob", None)] == ["requests per minute",
+    assert [lim.label for lim in limiter.plan("bob", None).strict] == ["requests per minute",
                                                                                   "budget per month"]
 
 
@@ -136,10 +136,9 @@ def _reply_in(limiter: Limiter, strict: StrictLimits, gw: Any, dialect: str) -> 
     return reply
 
 
-def test_a_chain_without_strict_limits_costs_one_lookup() -> None:
-    limiter, strict, _, _ = _setup(MemoryStore(), "groups:\n  bob: { limits: [ { requests: 2, per: minute } ] }\n")
-    assert strict.limits_of(limiter.tree, "bob", None) == ()
-    assert strict._cache == {}
+def test_a_chain_without_strict_limits_has_no_strict_step() -> None:
+    limiter, _, _, _ = _setup(MemoryStore(), "groups:\n  bob: { limits: [ { requests: 2, per: minute } ] }\n")
+    assert limiter.plan("bob", None).strict == ()
 
 
 @pytest.mark.parametrize(("limit", "fault"), [
@@ -237,7 +236,7 @@ def test_the_groups_report_shows_the_fleet_counter_of_a_strict_limit() -> None:
     gw = SimpleNamespace(store=store)
     now = int(limits.limiter.clock())
     asyncio.run(store.strict_admit([limits.strict._charge(lim, 0, now)          # one request of bob's chain
-                                    for lim in limits.strict.limits_of(limits.tree, "bob", None)]))
+                                    for lim in limits.limiter.plan("bob", None).strict]))
     asyncio.run(store.strict_settle([StrictRelease("group:bob@minute", now - now % 60, "requests", 0, 1)]))
     view = _view(limits, "bob", None, asyncio.run(_fleet(limits, gw, ["bob"])))
     assert view["limits"] == [
@@ -278,7 +277,7 @@ groups:
     store = MemoryStore()
     limiter, strict, gw, _ = _setup(store, extra)
     assert [(lim.amount, lim.strict) for lim in limiter.tree.chain("bob")[0].limits] == [(4, True), (3, False)]
-    assert [lim.label for lim in strict.limits_of(limiter.tree, "bob", None)] == ["requests per minute"]
+    assert [lim.label for lim in limiter.plan("bob", None).strict] == ["requests per minute"]
     # the other nodes of the fleet have used 4 of the strict cap this minute; this node has used none
     asyncio.run(store.strict_settle([StrictRelease("group:bob@minute", NOW, "requests", 0, 4)]))
     _, reply, hold = _admit(limiter, strict, gw)

@@ -8,11 +8,11 @@ so N nodes on one store together never pass the cap.
 
 ``StrictLimits(card, metrics)``, used by :class:`~busbar.limits.gate.Limits`:
 
-- ``limits_of(tree, group, pool) -> tuple[Limit, ...]``: the chain's enforced strict limits that
-  apply to ``pool`` (cached per tree; ``()`` without a strict limit anywhere: one dict read).
 - ``await admit(gw, dialect, limiter, ticket) -> (reply, hold)``: after the in-memory admission
-  gave ``ticket``. The counters of every strict limit (requests: 1; budget: the ticket's worst case
-  + ``per_request_fee``, micro-units rounded up, at most the cap + 1) are checked and reserved all or nothing; when the
+  gave ``ticket``, whose plan names the chain's enforced strict limits (``ticket.plan.strict``,
+  resolved once per group and pool by :class:`~busbar.limits.engine.Limiter`). The counters of
+  every strict limit (requests: 1; budget: the ticket's worst case + ``per_request_fee``,
+  micro-units rounded up, at most the cap + 1) are checked and reserved all or nothing; when the
   store refuses, the in-memory admission is undone (``limiter.cancel``: no counter moved anywhere)
   and ``reply`` is the limit's refusal in the caller's dialect, as the engine words it; when the
   store fails or does not answer within :data:`ADMIT_TIMEOUT_S`, the request is refused 503 naming
@@ -46,7 +46,7 @@ from busbar_sdk.store.windows import window_end, window_start
 from busbar.limits.cost import RateCard, micros
 from busbar.limits.engine import Limiter, Refusal, Ticket
 from busbar.limits.replies import refusal_reply
-from busbar.limits.tree import GroupTree, Limit
+from busbar.limits.tree import Limit
 
 if TYPE_CHECKING:
     from busbar_sdk.store import Store
@@ -101,25 +101,8 @@ class StrictLimits:
     def __init__(self, card: RateCard, metrics: LimitMetrics) -> None:
         self.card = card
         self.metrics = metrics
-        self._tree: GroupTree | None = None
-        self._any = False
-        self._cache: dict[tuple[str, str | None], tuple[Limit, ...]] = {}
         self._local: MemoryStore | None = None          # a gateway without a store: per node
         self.pending: set[asyncio.Future[Any]] = set()
-
-    def limits_of(self, tree: GroupTree, group: str, pool: str | None) -> tuple[Limit, ...]:
-        """The enforced strict limits of ``group``'s chain that apply to ``pool``, leaf first."""
-        if tree is not self._tree:
-            self._tree, self._cache = tree, {}
-            self._any = any(lim.strict for lim in tree.all_limits())
-        if not self._any:
-            return ()
-        found = self._cache.get((group, pool))
-        if found is None:
-            found = self._cache[(group, pool)] = tuple(
-                lim for g in tree.chain(group) or () for lim in g.limits
-                if lim.strict and not lim.shadow and (lim.pool is None or lim.pool == pool))
-        return found
 
     def store_of(self, gw: Any) -> Store:
         """The gateway's store (a private in-memory one when it has none)."""
@@ -144,7 +127,7 @@ class StrictLimits:
     async def admit(self, gw: Any, dialect: Dialect, limiter: Limiter,
                     ticket: Ticket) -> tuple[Reply | None, Hold | None]:
         """Decide ``ticket``'s strict limits in the store (see the module docstring)."""
-        lims = self.limits_of(limiter.tree, ticket.group, ticket.pool)
+        lims = ticket.plan.strict
         now = int(limiter.clock())
         charges = [(lim, self._charge(lim, ticket.worst.cost, now)) for lim in lims]
         store = self.store_of(gw)
