@@ -84,6 +84,10 @@ def test_two_workers_serve_reload_and_stop_together(tmp_path: Path, mock, plugin
         wait_until(lambda: all(f"[worker {i}]: plugin reload: 3 plugins now loaded" in gw.logs() for i in (0, 1)),
                    timeout=30, what="both workers reloaded")
         assert children(gw.proc.pid) == workers      # a reload restarts nobody
+        day = datetime.now(UTC).date().isoformat()
+        wait_until(lambda: [(r["requests"], r["billable_requests"])          # flushed (every 100 ms) before
+                            for r in read_store(module, settings, "metering", day)] == [(6, 6)],   # the kill
+                   timeout=30, what="the six requests flushed")
 
         os.kill(workers[0], signal.SIGKILL)          # a crashed worker is replaced
         wait_until(lambda: f"worker 0 (pid {workers[0]}) exited with status -9; starting a new one" in gw.logs(),
@@ -97,5 +101,5 @@ def test_two_workers_serve_reload_and_stop_together(tmp_path: Path, mock, plugin
     finally:
         gw.stop()
     assert gw.logs().count("INFO:     Finished server process") == 2     # worker 1 and the new worker 0
-    day = datetime.now(UTC).date().isoformat()           # every request metered once, by whichever worker served it
+    # every request metered once, by whichever worker served it
     assert [(r["requests"], r["billable_requests"]) for r in read_store(module, settings, "metering", day)] == [(7, 7)]
