@@ -206,6 +206,10 @@ class RuleSet:
         self.fields = fields_of(r.when for r in out)
         self.default: tuple[str, ...] = (names_of(raw["default"], f"{prefix}.default") if "default" in raw
                                          else ())
+        #: The outcomes of ``match: first`` (rule ``i`` held: ``firsts[i]``) and of no rule holding
+        #: (:class:`Outcome` is immutable: built once here, not per request).
+        self.firsts = tuple(Outcome(r.to, (i,), False) for i, r in enumerate(out))
+        self.fallen = Outcome(self.default, (), bool(self.default))
         self.combined: Any = None
         if 1 < len(out) <= COMBINE_MAX:
             if match == "first":
@@ -230,13 +234,13 @@ class RuleSet:
         if self.match == "first":
             for i, r in enumerate(self.rules):
                 if holds(r.program, act):
-                    return Outcome(r.to, (i,), False)
+                    return self.firsts[i]
         else:
             held = [i for i, r in enumerate(self.rules) if holds(r.program, act)]
             if held:
                 names = tuple(dict.fromkeys(n for i in held for n in self.rules[i].to))
                 return Outcome(names, tuple(held), False)
-        return Outcome(self.default, (), bool(self.default))
+        return self.fallen
 
     def _combined(self, act: Any) -> Outcome | None:
         """The outcome from the combined program, or ``None`` when it errors (or there is none)."""
@@ -244,15 +248,15 @@ class RuleSet:
         if prog is None:
             return None
         try:
-            v = (prog.eval(data={"req": act}) if isinstance(act, Mapping) else prog.eval(act)).value()
+            # positional (activation, data): pybind11 parses keyword arguments noticeably slower
+            v = (prog.eval(None, {"req": act}) if type(act) is dict or isinstance(act, Mapping)
+                 else prog.eval(act)).value()
         except Exception:  # noqa: BLE001 - an error: the per-rule path decides
             return None
         if self.match == "first":
             if type(v) is not int:
                 return None
-            if v >= 0:
-                return Outcome(self.rules[v].to, (v,), False)
-            return Outcome(self.default, (), bool(self.default))
+            return self.firsts[v] if v >= 0 else self.fallen
         if not isinstance(v, list) or len(v) != len(self.rules):
             return None
         flags = [getattr(x, "value", lambda x=x: x)() for x in v]
@@ -261,7 +265,7 @@ class RuleSet:
         held = [i for i, f in enumerate(flags) if f]
         if held:
             return Outcome(tuple(dict.fromkeys(n for i in held for n in self.rules[i].to)), tuple(held), False)
-        return Outcome(self.default, (), bool(self.default))
+        return self.fallen
 
 
 def req_object(request: Mapping[str, Any], candidates: Sequence[Mapping[str, Any]],
@@ -271,11 +275,16 @@ def req_object(request: Mapping[str, Any], candidates: Sequence[Mapping[str, Any
     keys = _SCALAR_KEYS.get(fields)
     if keys is None:
         keys = _SCALAR_KEYS[fields] = tuple(k for k in _SCALARS if k in fields)
-    req: dict[str, Any] = {k: request[k] for k in keys if k in request}
+    req: dict[str, Any] = {}
+    for k in keys:                      # loops, not comprehensions: no extra frame per request
+        if k in request:
+            req[k] = request[k]
     messages = request.get("messages") if "prompt" in fields else None
     if messages is not None:
-        parts = [request["system"]] if request.get("system") else []
-        parts += [m.get("text", "") for m in messages]
+        system = request.get("system")
+        parts = [system] if system else []
+        for m in messages:
+            parts.append(m.get("text", ""))
         req["prompt"] = "\n".join(parts)
     user = request.get("user") if "user" in fields else None
     if user is not None:
@@ -297,7 +306,11 @@ def reply_for(names: Sequence[str], mode: str, candidates: Sequence[Mapping[str,
     if mode == "restrict":              # a name is a tag, or a model: its implicit tag (healthy or not)
         tags = [t for n in names for t in (n, MODEL_TAG_PREFIX + n)]
         return {"restrict": {"tags_any": list(dict.fromkeys(tags))[:MAX_RESTRICT_TAGS]}}
-    order: list[int] = []
+    if len(names) == 1:                 # one name (the usual rule): no duplicate to skip
+        n = names[0]
+        order = [int(c["idx"]) for c in candidates if c.get("model") == n or n in (c.get("tags") or ())]
+        return {"order": order} if order else {}
+    order = []
     for n in names:
         for c in candidates:
             if (c.get("model") == n or n in (c.get("tags") or ())) and c["idx"] not in order:

@@ -95,19 +95,34 @@ def _openai_prompt(body: dict[str, Any]) -> Prompt | None:
 
 
 def _openai_both(body: dict[str, Any]) -> tuple[Sizes, Prompt] | None:
-    msgs = _openai_messages(body)
-    if msgs is None:
+    """``(_openai(body), _openai_prompt(body))`` in one walk of the messages: each is checked
+    (the checks of ``_openai_messages``) as it is read."""
+    msgs = body.get("messages")
+    if type(msgs) is not list or body.get("tools") or body.get("tool_choice") is not None:
+        return None
+    stop = body.get("stop")
+    if stop and type(stop) is not str and type(stop) is not list:
         return None
     count = total = 0
     system: list[str] | None = None
     out: list[dict[str, str]] = []
     roles = _OPENAI_ROLES
     for m in msgs:
-        text = m["content"]
+        if type(m) is not dict:
+            return None
+        role = m.get("role")
+        text = m.get("content")
+        if type(role) is not str or type(text) is not str:
+            return None
+        counted = roles.get(role)
+        if counted is None:
+            return None
         total += len(text)
-        if roles[m["role"]]:
+        if counted:
+            if m.get("tool_calls") or m.get("reasoning_content"):
+                return None
             count += 1
-            out.append({"role": m["role"], "text": text})
+            out.append({"role": role, "text": text})
         elif system is None:
             system = [text]
         else:

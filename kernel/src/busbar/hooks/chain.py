@@ -98,6 +98,7 @@ class PoolChain:
         self.solo = self.gates[0] if len(self.gates) == 1 and not self.gates[0].shadow else None
         self.has_shadow = any(g.shadow for g in self.gates + self.transforms)
         self.all_known = frozenset(all_idx)      # the candidates' idx set when every member is healthy
+        self.quiet_route = not self.tap_at["route"]     # no tap observes the route stage
 
     # ------------------------------------------------------------------ entry points
 
@@ -169,15 +170,19 @@ class PoolChain:
                          else frozenset([c["idx"] for c in cands]))
                 msg = run.message("decide", run.pool, cands, prompt=facade.prompt, user=facade.user, owned=True,
                                   headers=facade.headers)
-                t0 = time.perf_counter()
+                t0 = time.perf_counter() if decisions.enabled else 0.0
                 res = fire_inline(solo, msg, known) if facade.inline else await fire_awaited(solo, msg, known)
-                gw.metrics.hook_decision(self.name, solo.name, res.failure or "ok", res.seconds)
-                decisions.note(call, solo.name, res.failure, t0, _explained(res.arm) if decisions.enabled else None)
+                if gw.metrics.enabled:
+                    gw.metrics.hook_decision(self.name, solo.name, res.failure or "ok", res.seconds)
+                if decisions.enabled:
+                    decisions.note(call, solo.name, res.failure, t0, _explained(res.arm))
                 if res.failure is None:
                     answer, who = res.arm, solo
                     arm = res.arm
                     if type(arm) is Arms and arm.restrict is None and arm.order and not extra:
                         # one gate's order, nothing to intersect: what reconcile decides, without it
+                        if self.quiet_route and not gw.metrics.enabled:     # and what _planned makes of it
+                            return Plan(order=arm.order, policy=solo.name, ordering=self.ordering, run=run)
                         return self._planned(gw, run, members, Decision(policy=solo.name, order=arm.order))
                 elif solo.on_error.kind == "hook":      # the gate may have mutated cands: new ones
                     fresh_cands = candidate_views(members, self.costs, self.statics)

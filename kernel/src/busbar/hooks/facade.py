@@ -39,7 +39,7 @@ from busbar import __version__ as BUSBAR_VERSION
 from busbar.hooks import mgmt
 from busbar.hooks.reply import Abstain, Arms, Reject, Rewrite, read_decide, read_transform
 from busbar.hooks.taps import TapQueue
-from busbar.hooks.workers import Job, WorkerPool
+from busbar.hooks.workers import Job, WorkerPool, run_inline
 
 log = logging.getLogger("busbar.hooks")
 
@@ -137,6 +137,14 @@ class HookFacade:
             self.calls += 1
             return Job.now(self._decide_now, payload, known_idx)
         return self._submit(lambda: self._decide_now(payload, known_idx))
+
+    def decide_inline(self, payload: dict[str, Any],
+                      known_idx: frozenset[int]) -> tuple[Any, BaseException | None, float, float, float]:
+        """A ``decide`` on an :attr:`inline` hook, run right here with no job record:
+        ``(arm, error, t_start, t_done, cpu)`` (``busbar.hooks.workers.run_inline``; the arm is
+        ``Abstain | Reject | Arms``, ``None`` when it raised ``error``)."""
+        self.calls += 1
+        return run_inline(self._decide_now, payload, known_idx)
 
     async def decide_awaited(self, payload: dict[str, Any], known_idx: frozenset[int], budget_s: float,
                              hard_s: float) -> Job:

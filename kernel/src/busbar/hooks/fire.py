@@ -101,16 +101,23 @@ def _verdict_of(gate: GateSpec, job: Job, hard: float) -> Result:
         if job.finished:
             facade.overran(gate.timeout_ms, job.cpu * 1e3, (job.t_done - job.t_start) * 1e3)
         used = max(job.cpu, job.cpu_now())       # an async step's cut sets cpu; a running worker's clock
-        if used > gate.timeout_s:
-            detail = f"it used {used * 1e3:.1f} ms of CPU, over its timeout_ms of {gate.timeout_ms}"
-        else:
-            detail = (f"no reply within {hard_deadline_s(gate) * 1e3:g} ms of wall clock (timeout_ms "
-                      f"{gate.timeout_ms} + {WALL_ALLOWANCE_S * 1e3:g} ms allowance)")
-        return Result(failure="timeout", detail=detail)
+        return Result(failure="timeout", detail=_timeout_detail(gate, used))
     facade.observe((job.t_done - job.t_start) * 1e6)     # the plugin's own run, not the queue's
-    err = job.error
+    return _outcome(facade, job.result, job.error)
+
+
+def _timeout_detail(gate: GateSpec, used: float) -> str:
+    """Why a gate's reply was a ``timeout``: the CPU it ``used`` (s) past its budget, or the wall clock."""
+    if used > gate.timeout_s:
+        return f"it used {used * 1e3:.1f} ms of CPU, over its timeout_ms of {gate.timeout_ms}"
+    return (f"no reply within {hard_deadline_s(gate) * 1e3:g} ms of wall clock (timeout_ms "
+            f"{gate.timeout_ms} + {WALL_ALLOWANCE_S * 1e3:g} ms allowance)")
+
+
+def _outcome(facade: Any, result: Any, err: BaseException | None) -> Result:
+    """A call that finished in time: its arm, or the failure its error stands for (counted)."""
     if err is None:
-        return Result(arm=job.result)
+        return Result(arm=result)
     if isinstance(err, ReplyError):
         facade.garbage += 1
         return Result(failure=err.reason, detail=str(err))
@@ -143,8 +150,22 @@ async def fire(calls: Sequence[tuple[GateSpec, Callable[[], Job | None]]]) -> li
 
 def fire_inline(gate: GateSpec, payload: dict[str, Any], known_idx: frozenset[int]) -> Result:
     """``decide`` on one inline gate now, judged (``fire([(gate, submit)])[0]`` without the
-    waiting: the caller checked ``gate.facade.inline``, so the plugin runs on this thread)."""
-    job = gate.facade.decide(payload, known_idx)
+    waiting: the caller checked ``gate.facade.inline``, so the plugin runs on this thread). No job
+    record: the call's times come back as numbers (``HookFacade.decide_inline``) and are judged by
+    the same rules as a job's (:func:`_judge`)."""
+    facade = gate.facade
+    if facade.inline:
+        arm, err, t0, t1, cpu = facade.decide_inline(payload, known_idx)
+        if t1 > t0 + gate.timeout_s + WALL_ALLOWANCE_S or cpu > gate.timeout_s:   # past the hard deadline
+            facade.timeouts += 1                                                  # or over its CPU budget
+            facade.observe(gate.timeout_s * 1e6)
+            facade.overran(gate.timeout_ms, cpu * 1e3, (t1 - t0) * 1e3)
+            return Result(failure="timeout", detail=_timeout_detail(gate, cpu), seconds=time.monotonic() - t0)
+        facade.observe((t1 - t0) * 1e6)
+        res = _outcome(facade, arm, err)
+        res.seconds = t1 - t0
+        return res
+    job = facade.decide(payload, known_idx)
     if job is None:
         return Result(failure="saturated", detail="every worker is busy and the queue is full")
     if not job.finished:            # not inline after all: never wait on the loop, never read it late

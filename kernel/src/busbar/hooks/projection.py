@@ -122,10 +122,12 @@ def shape_view(sizes: Sizes, *, request_id: str, pool: str, ingress: str, stream
     """The shape-only ``request`` object (no prompt text, no identity) from its :data:`Sizes`;
     ``operation``: a non-chat operation's name (absent for chat)."""
     count, has_tools, total, max_tokens = sizes
-    view: dict[str, Any] = {"request_id": request_id, "pool": pool, "ingress_protocol": ingress}
-    if operation is not None:
-        view["operation"] = operation
-    view.update(message_count=count, has_tools=has_tools, total_chars=total)
+    if operation is None:
+        view: dict[str, Any] = {"request_id": request_id, "pool": pool, "ingress_protocol": ingress,
+                                "message_count": count, "has_tools": has_tools, "total_chars": total}
+    else:
+        view = {"request_id": request_id, "pool": pool, "ingress_protocol": ingress, "operation": operation,
+                "message_count": count, "has_tools": has_tools, "total_chars": total}
     if max_tokens is not None:
         view["max_tokens"] = max_tokens
     view["stream"] = stream

@@ -133,6 +133,11 @@ def read_decide(reply: Any, known_idx: frozenset[int], prompt_grant: str) -> Abs
         raise ReplyError(f"reply is {type(reply).__name__}, not a JSON object")
     if not reply:
         return ABSTAIN
+    if len(reply) == 1:                 # the everyday reply, {"order": [idx, ...]}: no other arm to weigh
+        raw = reply.get("order")
+        if type(raw) is list:
+            order = _order_of(raw, known_idx)
+            return ABSTAIN if order is None else Arms(None, order)
     if _rejects(reply):
         return read_reject(reply["reject"])
     if reply.get("rewrite") is not None and prompt_grant != "rw":
@@ -149,14 +154,19 @@ def read_decide(reply: Any, known_idx: frozenset[int], prompt_grant: str) -> Abs
     if raw is not None:
         if type(raw) is not list:
             raise ReplyError(f"order is {type(raw).__name__}, not a list of candidate idx")
-        seen: dict[int, None] = {}
-        for i in raw:
-            if type(i) is int and i in known_idx and i not in seen:
-                seen[i] = None
-        order = tuple(seen) or None
+        order = _order_of(raw, known_idx)
     if restrict is None and order is None:
         return ABSTAIN
     return Arms(restrict, order)
+
+
+def _order_of(raw: list[Any], known_idx: frozenset[int]) -> tuple[int, ...] | None:
+    """An ``order`` list -> its known ``idx`` entries, first occurrences in order (``None``: none)."""
+    seen: dict[int, None] = {}
+    for i in raw:
+        if type(i) is int and i in known_idx and i not in seen:
+            seen[i] = None
+    return tuple(seen) or None
 
 
 def _read_restrict(raw: Any) -> frozenset[str]:

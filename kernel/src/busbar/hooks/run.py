@@ -91,16 +91,18 @@ class HookRun:
                                               operation=call.op.name if call.op is not None else None)
         return view
 
-    def _read_body(self, pool: str) -> None:
+    def _read_body(self, pool: str) -> dict[str, Any] | None:
         """Neither view is built yet and the prompt is wanted: read the shape and the prompt view
-        from the client's body in one pass (``body_view``) when it covers the body."""
+        from the client's body in one pass (``body_view``) when it covers the body; the shape view
+        (cached), or ``None`` when the body needs the IR."""
         call = self.call
         if call.rewritten or call.op is not None:
-            return
+            return None
         both = body_view(call.ingress, call.body)
-        if both is not None:
-            sizes, self._prompt = both
-            self._shape_of(sizes, pool)
+        if both is None:
+            return None
+        sizes, self._prompt = both
+        return self._shape_of(sizes, pool)
 
     def rewritten(self) -> None:
         """The body changed: rebuild every projection from the new IR on next use."""
@@ -115,9 +117,10 @@ class HookRun:
         hook alone: ``candidates`` (built for it) and the cached prompt view are handed over as they
         are instead of copied (a later message rebuilds the prompt view). ``headers``: the hook's
         header allowlist (lower-cased names; ``request.headers`` is set when it is not empty)."""
-        if prompt != "no" and self._prompt is None and pool not in self._shape:
-            self._read_body(pool)
-        req = dict(self.shape(pool))            # the cached shape is shared by later messages
+        shape = self._shape.get(pool)
+        if shape is None and prompt != "no" and self._prompt is None:
+            shape = self._read_body(pool)
+        req = dict(shape if shape is not None else self.shape(pool))    # the cached shape is shared by later messages
         if prompt != "no":
             view = self._prompt
             if view is None:

@@ -42,7 +42,7 @@ from typing import Any
 
 log = logging.getLogger("busbar.hooks")
 
-__all__ = ["INLINE_EXACT_CPU_S", "Job", "Metered", "WorkerPool", "watch_gc"]
+__all__ = ["INLINE_EXACT_CPU_S", "Job", "Metered", "WorkerPool", "run_inline", "watch_gc"]
 
 #: An inline call shorter than this (wall clock, s: the smallest ``timeout_ms``, 1 ms) has its CPU
 #: time bounded by its wall time; a longer one reads the thread's CPU clock (``Job.now``).
@@ -55,13 +55,18 @@ _cpu = time.thread_time
 _gc_cpu: dict[int, float] = {}
 _gc_start: dict[int, float] = {}
 _gc_watched = False
-#: Threads running a hook's call now: only their collections are timed (the rest cost one lookup).
+#: Threads running a hook's call now: only their collections are timed (the rest cost one lookup) ...
 _in_call: set[int] = set()
+#: ... and threads that have run an inline call (``run_inline``: the event loop's), every collection
+#: of which is timed, so that an inline call reads ``_gc_cpu`` twice instead of registering itself.
+_timed: set[int] = set()
+_ident = threading.get_ident
+_mono = time.monotonic
 
 
 def _on_gc(phase: str, info: dict[str, Any]) -> None:
     tid = threading.get_ident()
-    if tid not in _in_call:
+    if tid not in _in_call and tid not in _timed:
         return
     if phase == "start":
         _gc_start[tid] = _cpu()
@@ -86,6 +91,32 @@ def _gc_now(tid: int) -> float:
     if t0 is not None and tid == threading.get_ident():
         done += _cpu() - t0
     return done
+
+
+def run_inline(fn: Callable[..., Any], *args: Any) -> tuple[Any, BaseException | None, float, float, float]:
+    """Run ``fn(*args)`` on the calling thread, metered: ``(result, error, t_start, t_done, cpu)``
+    (``error``: what it raised, else ``None``; ``t_start``/``t_done``: monotonic s around the call;
+    ``cpu``: its own CPU time in s, garbage collections inside it excluded). A call shorter than
+    :data:`INLINE_EXACT_CPU_S` of wall clock takes that wall time as its CPU time (a thread's CPU time
+    never exceeds it: one CPU-clock read saved); a longer one reads the thread's CPU clock."""
+    tid = _ident()
+    if tid not in _timed:
+        _timed.add(tid)             # from now on every collection on this thread is timed (watch_gc)
+    gc_cpu = _gc_cpu
+    g0 = gc_cpu.get(tid, 0.0)
+    t0 = _mono()
+    c0 = _cpu()
+    try:
+        result = fn(*args)
+        error = None
+    except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
+        result, error = None, e
+    t1 = _mono()
+    cpu = (t1 - t0) if t1 - t0 < INLINE_EXACT_CPU_S else _cpu() - c0
+    used = gc_cpu.get(tid, 0.0) - g0     # a collection inside the call frees everybody's garbage
+    if used:
+        cpu = max(0.0, cpu - used)
+    return result, error, t0, t1, cpu
 
 
 def _thread_clock() -> int | None:
@@ -134,23 +165,10 @@ class Job:
 
     @classmethod
     def now(cls, fn: Callable[..., Any], *args: Any) -> Job:
-        """Run ``fn(*args)`` in the calling thread (a hook declared inline): a finished job, no lock."""
+        """Run ``fn(*args)`` in the calling thread (a hook declared inline; :func:`run_inline`): a
+        finished job, no lock."""
         job = cls._bare(fn)
-        job.t_start = t0 = time.monotonic()
-        tid = threading.get_ident()
-        g0 = _gc_now(tid)
-        _in_call.add(tid)
-        c0 = _cpu()
-        try:
-            job.result = fn(*args)
-        except BaseException as e:  # noqa: BLE001 - plugin code: every failure is this gate's on_error
-            job.error = e
-        job.t_done = t1 = time.monotonic()
-        # A thread's CPU time never exceeds the wall time it ran: under the smallest deadline
-        # (INLINE_EXACT_CPU_S) the wall time is the bound, and the second CPU clock read is saved.
-        job.cpu = (t1 - t0) if t1 - t0 < INLINE_EXACT_CPU_S else _cpu() - c0
-        _in_call.discard(tid)
-        job.cpu = max(0.0, job.cpu - (_gc_now(tid) - g0))
+        job.result, job.error, job.t_start, job.t_done, job.cpu = run_inline(fn, *args)
         job.finished = True
         return job
 

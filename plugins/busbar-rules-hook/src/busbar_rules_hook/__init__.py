@@ -28,9 +28,9 @@ Source: docs/router.md#busbar-rules-hook, docs/hooks.md#what-a-gate-may-answer.
 """
 from __future__ import annotations
 
+import itertools
 import json
-import threading
-from collections import Counter
+from collections.abc import Iterator
 from importlib import resources
 from typing import Any, ClassVar
 
@@ -47,14 +47,16 @@ SETTINGS_SCHEMA: dict[str, Any] = json.loads(
 
 class Compiled:
     """One settings map, compiled: ``rules`` (the :class:`RuleSet`), ``headers`` (the lower-cased
-    allowlist), ``mode`` (the reply arm: ``order`` for ``match: first``, ``restrict`` for ``all``)."""
+    allowlist), ``mode`` (the reply arm: ``order`` for ``match: first``, ``restrict`` for ``all``),
+    ``keys`` (the ``rule`` label of each rule index)."""
 
-    __slots__ = ("headers", "mode", "rules")
+    __slots__ = ("headers", "keys", "mode", "rules")
 
     def __init__(self, rules: RuleSet, headers: tuple[str, ...]):
         self.rules = rules
         self.headers = headers
         self.mode = "order" if rules.match == "first" else "restrict"
+        self.keys = tuple(str(i) for i in range(len(rules.rules)))
 
 
 def parse(settings: Any) -> Compiled:
@@ -85,8 +87,10 @@ class RulesHook(DictHookPlugin):
             raise ValueError(f"busbar-rules-hook: {e}") from None
         super().__init__(settings)
         self.settings_version = 0
-        self.lock = threading.Lock()
-        self.served: Counter[str] = Counter()
+        #: Decisions by the ``rule`` label that served: one ``itertools.count`` per label, advanced
+        #: with ``next`` (one C call: atomic under the GIL, so no lock on the request path, whatever
+        #: thread the kernel calls from); :meth:`status` reads them (:func:`_count_value`).
+        self.served: dict[str, Iterator[int]] = {}
 
     def decide(self, payload: dict[str, Any]) -> dict[str, Any]:
         """One ``decide``: the reply arm (``{}`` when nothing holds and there is no default)."""
@@ -94,9 +98,11 @@ class RulesHook(DictHookPlugin):
         rules = c.rules
         cands = payload.get("candidates") or []
         out = rules.decide(req_object(payload.get("request") or {}, cands, rules.fields))
-        key = str(out.rules[0]) if out.rules else ("default" if out.default else "none")
-        with self.lock:
-            self.served[key] += 1
+        key = c.keys[out.rules[0]] if out.rules else ("default" if out.default else "none")
+        counter = self.served.get(key)
+        if counter is None:
+            counter = self.served.setdefault(key, itertools.count())
+        next(counter)
         return reply_for(out.names, c.mode, cands)
 
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -110,12 +116,17 @@ class RulesHook(DictHookPlugin):
         return {"ack": {"settings_version": version}}
 
     def status(self) -> dict[str, Any]:
-        with self.lock:
-            metrics = [{"name": "rules_decisions_total", "type": "counter", "value": n, "labels": {"rule": k},
-                        "help": "decisions by the rule that served (index, default or none)"}
-                       for k, n in sorted(self.served.items())][:64]
+        metrics = [{"name": "rules_decisions_total", "type": "counter", "value": _count_value(n),
+                    "labels": {"rule": k}, "help": "decisions by the rule that served (index, default or none)"}
+                   for k, n in sorted(self.served.copy().items())][:64]
         return {"status": {"settings_version": self.settings_version, "settings": self.settings,
                            "metrics": metrics}}
+
+
+def _count_value(counter: Iterator[int]) -> int:
+    """How many times ``next`` was called on an ``itertools.count()`` (its next value), read without
+    advancing it (its ``repr`` is ``count(<n>)``)."""
+    return int(repr(counter)[6:-1])
 
 
 #: The ``busbar.plugins`` entry point (``busbar_rules_hook:plugin``).
