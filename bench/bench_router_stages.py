@@ -8,7 +8,7 @@ inside its parent's figure, and each wrapper adds about 0.1-0.3 µs to its paren
 
 Stages: ``PoolChain.plan`` (the whole decision), in it ``HookRun()`` (the run), ``candidate_views``,
 ``HookRun.message`` (the shape and prompt projection), ``fire_inline`` (call and judge), in it
-``HookFacade._decide_now`` (the plugin call through the loader's seam plus the reply parse
+``HookFacade.decide_now`` (the plugin call through the loader's seam plus the reply parse
 ``read_decide``), in it the plugin's ``decide`` and in that the combined CEL program
 (``RuleSet._combined``), ``req_object`` and ``reply_for``; then ``PoolChain._planned`` (the plan),
 ``Plan.pick`` (the ranked walk's pick) and ``HookRun.finish``.
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     _wrap(chain, "candidate_views")
     _wrap(run.HookRun, "message")
     _wrap(chain, "fire_inline")
-    _wrap(facade.HookFacade, "_decide_now")
+    _wrap(facade.HookFacade, "decide_now")
     _wrap(facade, "read_decide")
     _wrap(chain.PoolChain, "_planned")
     _wrap(plan.Plan, "pick")

@@ -129,7 +129,9 @@ def _openai_both(body: dict[str, Any]) -> tuple[Sizes, Prompt] | None:
             system.append(text)
     mct = body.get("max_completion_tokens")
     sizes = count, False, total, mct if mct is not None else body.get("max_tokens")
-    return sizes, ((None if system is None else "\n".join(t for t in system if t)), out)
+    if system is None:
+        return sizes, (None, out)
+    return sizes, ((system[0] if len(system) == 1 else "\n".join(t for t in system if t)), out)
 
 
 _READERS: dict[str, Callable[[dict[str, Any]], Sizes | None]] = {"openai": _openai}

@@ -153,7 +153,9 @@ class PoolChain:
         extra: list[tuple[tuple[int, int, int], Verdict]] = []
         try:
             cands = candidate_views(members, self.costs, self.statics)
-            stamp(cands, signals_of(gw, call, self.name if self.name in gw.pools else None))
+            signals = signals_of(gw, call, self.name if self.name in gw.pools else None)
+            if signals is not None:
+                stamp(cands, signals)
             if not run.transformed:
                 run.transformed = True
                 if self.transforms:

@@ -39,7 +39,7 @@ from busbar import __version__ as BUSBAR_VERSION
 from busbar.hooks import mgmt
 from busbar.hooks.reply import Abstain, Arms, Reject, Rewrite, read_decide, read_transform
 from busbar.hooks.taps import TapQueue
-from busbar.hooks.workers import Job, WorkerPool, run_inline
+from busbar.hooks.workers import Job, WorkerPool
 
 log = logging.getLogger("busbar.hooks")
 
@@ -135,16 +135,8 @@ class HookFacade:
             return Job.on_loop(run_async)
         if self.inline:                 # declared CPU-only and bounded: run here, no thread hand-off
             self.calls += 1
-            return Job.now(self._decide_now, payload, known_idx)
-        return self._submit(lambda: self._decide_now(payload, known_idx))
-
-    def decide_inline(self, payload: dict[str, Any],
-                      known_idx: frozenset[int]) -> tuple[Any, BaseException | None, float, float, float]:
-        """A ``decide`` on an :attr:`inline` hook, run right here with no job record:
-        ``(arm, error, t_start, t_done, cpu)`` (``busbar.hooks.workers.run_inline``; the arm is
-        ``Abstain | Reject | Arms``, ``None`` when it raised ``error``)."""
-        self.calls += 1
-        return run_inline(self._decide_now, payload, known_idx)
+            return Job.now(self.decide_now, payload, known_idx)
+        return self._submit(lambda: self.decide_now(payload, known_idx))
 
     async def decide_awaited(self, payload: dict[str, Any], known_idx: frozenset[int], budget_s: float,
                              hard_s: float) -> Job:
@@ -156,7 +148,11 @@ class HookFacade:
         self.calls += 1
         return await Job.awaited(acall(payload), budget_s, hard_s, read_decide, known_idx, self.prompt)
 
-    def _decide_now(self, payload: dict[str, Any], known_idx: frozenset[int]) -> Abstain | Reject | Arms:
+    def decide_now(self, payload: dict[str, Any], known_idx: frozenset[int]) -> Abstain | Reject | Arms:
+        """Call the plugin's ``decide`` on this thread and normalize its reply (``read_decide``;
+        raises ``ReplyError`` for garbage, or what the plugin seam raised); the reply's ``explain``
+        object, when any, is kept on the arm (and for a dry run, in :attr:`explained`). Unmetered:
+        callers run it under a deadline (a worker's job, ``workers.run_inline``)."""
         raw = self._call(payload)
         arm = read_decide(raw, known_idx, self.prompt)
         if type(raw) is dict and "explain" in raw and isinstance(raw["explain"], dict):

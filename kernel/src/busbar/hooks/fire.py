@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from busbar.hooks.reply import ReplyError
-from busbar.hooks.workers import Job
+from busbar.hooks.workers import Job, run_inline
 
 if TYPE_CHECKING:
     from busbar.hooks.specs import GateSpec
@@ -151,17 +151,20 @@ async def fire(calls: Sequence[tuple[GateSpec, Callable[[], Job | None]]]) -> li
 def fire_inline(gate: GateSpec, payload: dict[str, Any], known_idx: frozenset[int]) -> Result:
     """``decide`` on one inline gate now, judged (``fire([(gate, submit)])[0]`` without the
     waiting: the caller checked ``gate.facade.inline``, so the plugin runs on this thread). No job
-    record: the call's times come back as numbers (``HookFacade.decide_inline``) and are judged by
-    the same rules as a job's (:func:`_judge`)."""
+    record: the call's times come back as numbers (``workers.run_inline``) and are judged by the
+    same rules as a job's (:func:`_judge`)."""
     facade = gate.facade
     if facade.inline:
-        arm, err, t0, t1, cpu = facade.decide_inline(payload, known_idx)
+        facade.calls += 1
+        arm, err, t0, t1, cpu = run_inline(facade.decide_now, payload, known_idx)
         if t1 > t0 + gate.timeout_s + WALL_ALLOWANCE_S or cpu > gate.timeout_s:   # past the hard deadline
             facade.timeouts += 1                                                  # or over its CPU budget
             facade.observe(gate.timeout_s * 1e6)
             facade.overran(gate.timeout_ms, cpu * 1e3, (t1 - t0) * 1e3)
             return Result(failure="timeout", detail=_timeout_detail(gate, cpu), seconds=time.monotonic() - t0)
         facade.observe((t1 - t0) * 1e6)
+        if err is None:
+            return Result(arm=arm, seconds=t1 - t0)
         res = _outcome(facade, arm, err)
         res.seconds = t1 - t0
         return res

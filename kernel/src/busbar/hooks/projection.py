@@ -201,6 +201,9 @@ def candidate_static(member: Any, cost: float | None) -> dict[str, Any]:
     return c
 
 
+_NO_STATICS: Mapping[int, dict[str, Any]] = {}
+
+
 def candidate_views(members: Iterable[Any], costs: Mapping[int, float | None],
                     statics: Mapping[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One ``candidates[]`` entry per member of ``members`` (already filtered to the healthy ones),
@@ -213,16 +216,14 @@ def candidate_views(members: Iterable[Any], costs: Mapping[int, float | None],
             them at boot (a pool's chain); members missing from it are built here.
     """
     out = []
-    empty: dict[int, dict[str, Any]] = {}
-    get = (statics if statics is not None else empty).get
+    get = (statics if statics is not None else _NO_STATICS).get
     for m in members:
         base = get(m.index)
         if base is None:
             base = candidate_static(m, costs.get(m.index))
-        c = dict(base)
-        tags = c.get("tags")
-        if tags is not None:
-            c["tags"] = list(tags)
+        c = base.copy()
+        if "tags" in c:
+            c["tags"] = list(c["tags"])
         lane = m.lane
         latency = lane.latency_ms
         if latency is not None:

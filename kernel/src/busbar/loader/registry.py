@@ -174,13 +174,17 @@ def _make_call(plugin: LoadedPlugin, handle: object, grant: Grant) -> Callable[[
     fn = plugin.binding.call
     seam = _Seam(plugin, grant)
     label = seam.label
+    strip, may_rewrite = seam.strip, seam.may_rewrite
 
     def call(payload: dict[str, Any]) -> dict[str, Any]:
-        payload = seam.inbound(payload)
+        if strip:
+            payload = seam.inbound(payload)
         try:
             reply = fn(handle, payload)
         except Exception as exc:  # plugin code: mapped to our error at the seam
             raise PluginCallError(f"{label}: busbar_call raised {type(exc).__name__}: {exc}") from exc
+        if type(reply) is dict and (may_rewrite or "rewrite" not in reply):
+            return reply                # what outbound() passes, checked here without the call
         return seam.outbound(reply)
 
     if os.environ.get("BUSBAR_TRACE_PLUGINS"):
