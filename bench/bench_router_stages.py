@@ -7,9 +7,10 @@ between the two pools. Printed per stage: its p50 (µs) over every request; a ne
 inside its parent's figure, and each wrapper adds about 0.1-0.3 µs to its parent.
 
 Stages: ``PoolChain.plan`` (the whole decision), in it ``HookRun()`` (the run), ``candidate_views``,
-``HookRun.message`` (the shape and prompt projection), ``fire_inline`` (call and judge), in it
-``HookFacade.decide_now`` (the plugin call through the loader's seam plus the reply parse
-``read_decide``), in it the plugin's ``decide`` and in that the combined CEL program
+``HookRun.message`` (the shape and prompt projection; in it ``body_view``, the one walk of the
+client's body), ``fire_inline`` (call and judge), in it ``run_inline`` (the metered call: clocks and
+GC accounting), in that ``HookFacade.decide_now`` (the plugin call through the loader's seam plus the
+reply parse ``read_decide``), in it the plugin's ``decide`` and in that the combined CEL program
 (``RuleSet._combined``), ``req_object`` and ``reply_for``; then ``PoolChain._planned`` (the plan),
 ``Plan.pick`` (the ranked walk's pick) and ``HookRun.finish``.
 
@@ -33,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_router as br
-from busbar.hooks import chain, facade, plan, run
+from busbar.hooks import chain, facade, fire, plan, run
 from busbar.server.app import AppState, create_app
 
 TIMES: dict[str, list[int]] = {}
@@ -69,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     _wrap(chain, "HookRun", "HookRun()")
     _wrap(chain, "candidate_views")
     _wrap(run.HookRun, "message")
+    _wrap(run, "body_view")
     _wrap(chain, "fire_inline")
+    _wrap(fire, "run_inline")
     _wrap(facade.HookFacade, "decide_now")
     _wrap(facade, "read_decide")
     _wrap(chain.PoolChain, "_planned")

@@ -73,8 +73,10 @@ class Lane:
         return self.max_concurrent is None or self.inflight < self.max_concurrent
 
     def usable(self, now: float) -> bool:
-        """Lane-global usability: not hard-down, budget left, a permit free."""
-        return now >= self.hard_down_until and self.budget != 0 and self.has_permit()
+        """Lane-global usability: not hard-down, budget left, a permit free (``has_permit``, inlined:
+        this runs for every candidate of every request)."""
+        cap = self.max_concurrent
+        return now >= self.hard_down_until and self.budget != 0 and (cap is None or self.inflight < cap)
 
     def acquire(self) -> bool:
         if self.max_concurrent is not None and self.inflight >= self.max_concurrent:
