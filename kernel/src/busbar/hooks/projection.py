@@ -229,7 +229,11 @@ def candidate_views(members: Iterable[Any], costs: Mapping[int, float | None],
         if latency is not None:
             c["latency_ms"] = round(latency, 3)
         cap = lane.max_concurrent           # available_permits(lane), inlined: once per member per request
-        c["available_concurrency"] = UNBOUNDED_PERMITS - lane.inflight if cap is None else max(0, cap - lane.inflight)
+        if cap is None:
+            c["available_concurrency"] = UNBOUNDED_PERMITS - lane.inflight
+        else:
+            free = cap - lane.inflight
+            c["available_concurrency"] = free if free > 0 else 0
         out.append(c)
     return out
 
