@@ -148,7 +148,19 @@ def test_a_worker_job_records_its_cpu_not_its_wall_time():
     assert 0.002 <= job.cpu < 0.012
 
 
-def test_a_garbage_collection_inside_the_call_is_not_the_hooks():
+def test_an_inline_call_records_its_cpu_not_its_wall_time():
+    """Past ``INLINE_EXACT_CPU_S`` of wall clock an inline call reads the thread's CPU clock (a
+    sleep is not CPU); under it, the wall time is the bound."""
+    job = Job.now(lambda: time.sleep(0.03) or spin(0.002))
+    assert job.finished and job.t_done - job.t_start >= 0.03
+    assert 0.002 <= job.cpu < 0.012
+    job = Job.now(lambda x: x + 1, 41)
+    assert (job.result, job.error) == (42, None)
+    assert 0.0 <= job.cpu <= job.t_done - job.t_start < 0.001
+
+
+@pytest.mark.parametrize("where", ["worker", "inline"])
+def test_a_garbage_collection_inside_the_call_is_not_the_hooks(where):
     import gc
 
     from busbar.hooks.workers import watch_gc
@@ -166,8 +178,11 @@ def test_a_garbage_collection_inside_the_call_is_not_the_hooks():
         gc.collect()
         return t1 - t0, time.thread_time() - t1
 
-    job = Job(collect)
-    job.run(None)
+    if where == "worker":
+        job = Job(collect)
+        job.run(None)
+    else:                                         # run_inline: the thread's running GC total, read twice
+        job = Job.now(collect)
     made, collected = job.result
     assert collected > 0.005                      # the collection took real CPU time ...
     assert job.cpu < made + collected / 4         # ... which is not charged to the hook
