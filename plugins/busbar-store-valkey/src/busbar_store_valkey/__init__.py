@@ -13,9 +13,10 @@ Layout under ``prefix``: ``schema`` (version), ``rev`` (revision counter), ``key
 ``audit`` (zset), ``deny:<sub>`` (JSON) + ``deny`` (zset by revision), ``cred:<id>`` (JSON with
 secret), ``cred:pub:<kind>:<public id>``, ``cred:slot:<key>:<kind>:<slot>``, ``cred:of:<key>`` (set),
 ``creds`` (zset by revision), ``meta`` (hash), ``strict:<bucket>|<window>`` (hash: ``<metric>:used``,
-``<metric>:reserved``). Only strict counters expire (``EXPIREAT`` at their ``expires_at``); nothing
-else does (metering retention: ``busbar store prune``). ``strict_admit`` is one Lua script: every
-counter of the call is checked, then all are reserved, or none. See docs/stores.md.
+``<metric>:reserved``), ``kv:<name>`` (hash: ``v`` the value, ``e`` its ``expires_at``). Only strict
+counters and expiring values expire (``EXPIREAT`` at their ``expires_at``); nothing else does
+(metering retention: ``busbar store prune``). ``strict_admit`` is one Lua script: every counter of
+the call is checked, then all are reserved, or none. See docs/stores.md.
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ from busbar_sdk.store import (
     export_store,
     newer_schema_message,
 )
+from busbar_sdk.store.kv import check_kv
 from busbar_sdk.store.settings import REQUIRED, check_settings, redact_url
 from busbar_sdk.store.strict import StrictCharge, StrictCounter, StrictRelease, check_distinct
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -91,11 +93,12 @@ end
 return 0
 """
 
-# KEYS: one hash per release; ARGV: quadruples (metric, release, add, expires_at or 0).
+# KEYS: one hash per release; ARGV: quadruples (metric, release, add, expires_at or 0). ``0 - x``, not
+# ``-x``: Lua renders ``-0`` as "-0", which HINCRBY refuses (a release of 0).
 _STRICT_SETTLE = """
 for i = 1, #KEYS do
   local m = ARGV[4 * i - 3]
-  local r = redis.call('HINCRBY', KEYS[i], m .. ':reserved', -tonumber(ARGV[4 * i - 2]))
+  local r = redis.call('HINCRBY', KEYS[i], m .. ':reserved', 0 - tonumber(ARGV[4 * i - 2]))
   if r < 0 then redis.call('HSET', KEYS[i], m .. ':reserved', 0) end
   local u = redis.call('HINCRBY', KEYS[i], m .. ':used', ARGV[4 * i - 1])
   if u < 0 then redis.call('HSET', KEYS[i], m .. ':used', 0) end
@@ -360,6 +363,23 @@ class ValkeyStore(Store):
         used, reserved = await self._do(lambda: self._r.hmget(self._strict_key(bucket, window_start),
                                                                [f"{metric}:used", f"{metric}:reserved"]))
         return StrictCounter(int(used or 0), int(reserved or 0))
+
+    # -- expiring values ---------------------------------------------------------------------
+    async def kv_get(self, name: str, now: int) -> str | None:
+        check_kv(name)
+        value, expires_at = await self._do(lambda: self._r.hmget(self.k("kv", name), ["v", "e"]))
+        return value if value is not None and now < int(expires_at or 0) else None
+
+    async def kv_put(self, name: str, value: str, expires_at: int) -> None:
+        check_kv(name, value, expires_at)
+        key = self.k("kv", name)
+
+        async def run() -> None:
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.hset(key, mapping={"v": value, "e": expires_at})
+                pipe.expireat(key, expires_at)
+                await pipe.execute()
+        await self._do(run)
 
     # -- metering ----------------------------------------------------------------------------
     async def add_metering(self, deltas: list[MeteringDelta]) -> None:

@@ -158,6 +158,28 @@ class Store(abc.ABC):
         """
         raise StoreUnsupported(f"the {self.backend} store does not implement strict counters (strict_get)")
 
+    # -- expiring values (busbar_sdk.store.kv) -------------------------------------------------
+    # Not abstract: a store that predates them answers StoreUnsupported, and a hook's shared state
+    # on it stays in its own process (docs/stores.md#expiring-values).
+    async def kv_get(self, name: str, now: int) -> str | None:
+        """The value stored under ``name``, or ``None`` when absent or expired (``now >= expires_at``;
+        ``now``: Unix seconds).
+
+        Raises:
+            StoreInvalid: an empty name or one over ``KV_MAX_NAME_CHARS``.
+            StoreUnsupported: this backend has no expiring values.
+        """
+        raise StoreUnsupported(f"the {self.backend} store does not implement expiring values (kv_get)")
+
+    async def kv_put(self, name: str, value: str, expires_at: int) -> None:
+        """Store ``value`` under ``name`` until ``expires_at`` (Unix seconds); last writer wins.
+
+        Raises:
+            StoreInvalid: a bad name, a value over ``KV_MAX_VALUE_BYTES``, a non-positive ``expires_at``.
+            StoreUnsupported: this backend has no expiring values.
+        """
+        raise StoreUnsupported(f"the {self.backend} store does not implement expiring values (kv_put)")
+
     # -- metering ----------------------------------------------------------------------------
     @abc.abstractmethod
     async def add_metering(self, deltas: list[MeteringDelta]) -> None:

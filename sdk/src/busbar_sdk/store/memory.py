@@ -7,10 +7,12 @@ write, so each operation is atomic on the event loop.
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 from busbar_sdk.store.contract import SCHEMA_VERSION, Store
 from busbar_sdk.store.errors import StoreConflict, StoreInvalid, StoreNotFound
+from busbar_sdk.store.kv import KV_SWEEP_EVERY_S, check_kv
 from busbar_sdk.store.records import (
     AuditRecord,
     CredentialMeta,
@@ -42,6 +44,8 @@ class MemoryStore(Store):
         self._creds: dict[str, CredentialSecret] = {}
         self._meta: dict[str, str] = {}
         self._strict: dict[tuple[str, int, str], list[int | None]] = {}     # key -> [used, reserved, expires_at]
+        self._kv: dict[str, tuple[str, int]] = {}                            # name -> (value, expires_at)
+        self._kv_swept = 0
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> MemoryStore:
@@ -151,6 +155,20 @@ class MemoryStore(Store):
         row: list[int | None] = [0, 0, None]
         self._strict[key] = row
         return row
+
+    async def kv_get(self, name: str, now: int) -> str | None:
+        check_kv(name)
+        row = self._kv.get(name)
+        return row[0] if row is not None and now < row[1] else None
+
+    async def kv_put(self, name: str, value: str, expires_at: int) -> None:
+        check_kv(name, value, expires_at)
+        self._kv[name] = (value, expires_at)
+        now = int(time.time())
+        if now >= self._kv_swept + KV_SWEEP_EVERY_S:
+            self._kv_swept = now
+            for k in [k for k, (_, exp) in self._kv.items() if exp <= now]:
+                del self._kv[k]
 
     async def add_metering(self, deltas: list[MeteringDelta]) -> None:
         for d in deltas:

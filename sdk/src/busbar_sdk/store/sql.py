@@ -18,6 +18,7 @@ Tables (schema version :data:`~busbar_sdk.store.contract.SCHEMA_VERSION`):
 ``busbar_denylist``           revoked subjects
 ``busbar_credentials``        row-looked-up credentials (unique ``(kind, public_id)``, ``(key_id, kind, slot)``)
 ``busbar_strict``             ``(bucket, window_start, metric)`` -> used, reserved, expires_at (strict counters)
+``busbar_kv``                 ``name`` -> value, expires_at (expiring values: ``kv_get`` / ``kv_put``)
 ============================  ===============================================================
 
 Every additive write is ``INSERT ... ON CONFLICT DO UPDATE SET x = max(0, x + excluded.x)`` in one
@@ -40,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -56,6 +58,7 @@ from busbar_sdk.store.errors import (
     StoreSchemaError,
     StoreUnavailable,
 )
+from busbar_sdk.store.kv import KV_SWEEP_EVERY_S, check_kv
 from busbar_sdk.store.records import (
     AuditRecord,
     CredentialMeta,
@@ -139,6 +142,12 @@ STRICT = sa.Table(
     sa.Column("metric", sa.String(16), primary_key=True),
     sa.Column("used", _BIG, nullable=False), sa.Column("reserved", _BIG, nullable=False),
     sa.Column("expires_at", _BIG),
+)
+
+KV = sa.Table(
+    "busbar_kv", METADATA,
+    sa.Column("name", sa.String(512), primary_key=True), sa.Column("value", sa.Text, nullable=False),
+    sa.Column("expires_at", _BIG, nullable=False, index=True),
 )
 
 # One atomic check-and-reserve over every counter of the call (see the module docstring). ``found``
@@ -235,6 +244,7 @@ class SqlStore(Store):
         self._driver_pool = driver_pool
         self._pool: Any = None
         self._pool_lock = asyncio.Lock()
+        self._kv_swept = 0
 
     # -- plumbing ----------------------------------------------------------------------------
     def _clean(self, text: str) -> str:
@@ -551,6 +561,27 @@ class SqlStore(Store):
                 (STRICT.c.bucket == bucket) & (STRICT.c.window_start == window_start)
                 & (STRICT.c.metric == metric)))).first()
         return StrictCounter(int(row[0]), int(row[1])) if row else StrictCounter()
+
+    # -- expiring values ---------------------------------------------------------------------
+    async def kv_get(self, name: str, now: int) -> str | None:
+        check_kv(name)
+        async with self._tx() as conn:
+            value = (await conn.execute(sa.select(KV.c.value).where((KV.c.name == name)
+                                                                    & (KV.c.expires_at > now)))).scalar()
+        return None if value is None else str(value)
+
+    async def kv_put(self, name: str, value: str, expires_at: int) -> None:
+        check_kv(name, value, expires_at)
+        now = int(time.time())
+        sweep = now >= self._kv_swept + KV_SWEEP_EVERY_S
+        if sweep:
+            self._kv_swept = now
+        stmt = self._ins(KV).values(name=name, value=value, expires_at=expires_at)
+        async with self._tx() as conn:
+            await conn.execute(stmt.on_conflict_do_update(index_elements=[KV.c.name], set_={
+                "value": stmt.excluded.value, "expires_at": stmt.excluded.expires_at}))
+            if sweep:
+                await conn.execute(sa.delete(KV).where(KV.c.expires_at <= now))
 
     # -- metering ----------------------------------------------------------------------------
     async def add_metering(self, deltas: list[MeteringDelta]) -> None:

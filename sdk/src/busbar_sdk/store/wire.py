@@ -98,6 +98,8 @@ OPS: dict[str, tuple[tuple[tuple[str, Codec, Any], ...], Codec]] = {
     "strict_settle": ((("releases", _list(_record(StrictRelease)), _REQUIRED),), NONE),
     "strict_get": ((("bucket", STR, _REQUIRED), ("window_start", INT, _REQUIRED), ("metric", STR, _REQUIRED)),
                    _record(StrictCounter)),
+    "kv_get": ((("name", STR, _REQUIRED), ("now", INT, _REQUIRED)), _optional(STR)),
+    "kv_put": ((("name", STR, _REQUIRED), ("value", STR, _REQUIRED), ("expires_at", INT, _REQUIRED)), NONE),
     "add_metering": ((("deltas", _list(_record(MeteringDelta)), _REQUIRED),), NONE),
     "list_metering": ((("day", STR, _REQUIRED),), _list(_record(MeteringRow))),
     "purge_metering_before": ((("day", STR, _REQUIRED),), INT),
@@ -237,6 +239,13 @@ class RemoteStore(Store):
     async def strict_get(self, bucket: str, window_start: int, metric: str) -> StrictCounter:
         counter: StrictCounter = await self._op("strict_get", bucket=bucket, window_start=window_start, metric=metric)
         return counter
+
+    async def kv_get(self, name: str, now: int) -> str | None:
+        value: str | None = await self._op("kv_get", name=name, now=now)
+        return value
+
+    async def kv_put(self, name: str, value: str, expires_at: int) -> None:
+        await self._op("kv_put", name=name, value=value, expires_at=expires_at)
 
     async def add_metering(self, deltas: list[MeteringDelta]) -> None:
         await self._op("add_metering", deltas=deltas)

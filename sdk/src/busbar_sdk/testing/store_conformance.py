@@ -219,6 +219,9 @@ class StoreConformance:
             # a settlement for a counter that is gone re-creates it with what it adds
             await s.strict_settle([StrictRelease("group:gone@hour", 3600, "budget", release=10, add=7)])
             assert await s.strict_get("group:gone@hour", 3600, "budget") == StrictCounter(7, 0)
+            # an addition after the fact (no reservation to release)
+            await s.strict_settle([StrictRelease("group:gone@hour", 3600, "budget", release=0, add=3)])
+            assert await s.strict_get("group:gone@hour", 3600, "budget") == StrictCounter(10, 0)
             for bad in ([StrictCharge("group:bob@minute", 60, "tokens", cap=9, amount=1)],
                         [StrictCharge("group:x@total", 0, "budget", cap=9, amount=-1)],
                         [StrictCharge("group:x@total", 0, "budget", cap=9, amount=1)] * 2):
@@ -334,6 +337,33 @@ class StoreConformance:
             assert [c.meta.id for c in await s.list_credentials_since(m2.revision)] == ["c3"]
             assert m3.revision > m2.revision
         _run(store_factory, body)
+
+    # -- expiring values ---------------------------------------------------------------------
+    def test_kv_values_expire_and_last_writer_wins(self, store_factory: Factory) -> None:
+        async def body(a: Store, b: Store) -> None:
+            now = int(time.time())
+            assert await a.kv_get("hook:x:1:k", now) is None
+            await a.kv_put("hook:x:1:k", '{"order":[1]}', now + 60)
+            assert await b.kv_get("hook:x:1:k", now) == '{"order":[1]}'              # another node reads it
+            assert await b.kv_get("hook:x:1:k", now + 59) == '{"order":[1]}'
+            assert await b.kv_get("hook:x:1:k", now + 60) is None                    # expired at expires_at
+            await b.kv_put("hook:x:1:k", "second", now + 120)
+            assert await a.kv_get("hook:x:1:k", now + 60) == "second"
+            await a.kv_put("hook:x:1:gone", "v", now - 5)                            # already expired
+            assert await a.kv_get("hook:x:1:gone", now) is None
+            big = "é" * (65536 // 2)
+            await a.kv_put("hook:x:1:big", big, now + 60)                            # exactly 64 KiB of UTF-8
+            assert await b.kv_get("hook:x:1:big", now) == big
+            with pytest.raises(StoreInvalid, match="kv value must be at most 65536 bytes of UTF-8"):
+                await a.kv_put("hook:x:1:big", big + "x", now + 60)
+            with pytest.raises(StoreInvalid, match=r"kv name must be 1\.\.512 characters, found 513"):
+                await a.kv_put("n" * 513, "v", now + 60)
+            with pytest.raises(StoreInvalid, match=r"kv name must be 1\.\.512 characters, found 0"):
+                await a.kv_get("", now)
+            with pytest.raises(StoreInvalid, match="kv expires_at must be a positive integer"):
+                await a.kv_put("hook:x:1:k", "v", 0)
+            assert await a.kv_get("hook:x:1:k", now) == "second"                     # refusals moved nothing
+        _run_two(store_factory, self.shared_handles, body)
 
     # -- meta --------------------------------------------------------------------------------
     def test_meta_values_and_first_writer_wins(self, store_factory: Factory) -> None:
