@@ -29,9 +29,11 @@ def _relay_hooks() -> list[str]:
     return sorted(name for name in dir(pm.hook) if name.startswith("busbar_"))
 
 
-def test_the_relay_holds_exactly_the_six_abi_hooks() -> None:
+def test_the_relay_holds_exactly_the_six_abi_hooks_and_the_optional_bind_state() -> None:
     assert _relay_hooks() == sorted(hookspec.HOOK_NAMES) == sorted(
-        ["busbar_abi", "busbar_plugin_kind", "busbar_open", "busbar_call", "busbar_free", "busbar_close"])
+        ["busbar_abi", "busbar_plugin_kind", "busbar_open", "busbar_bind_state", "busbar_call", "busbar_free",
+         "busbar_close"])
+    assert "busbar_bind_state" not in hookspec.REQUIRED_HOOKS
 
 
 def test_the_capabilities_are_declared_but_not_on_the_relay() -> None:
@@ -59,7 +61,7 @@ def test_hookspec_signatures_match_the_issue() -> None:
     params = {n: list(inspect.signature(getattr(hookspec, n)).parameters) for n in hookspec.HOOK_NAMES}
     assert params == {"busbar_abi": [], "busbar_plugin_kind": [], "busbar_open": ["settings"],
                       "busbar_call": ["handle", "payload"], "busbar_free": ["handle", "obj"],
-                      "busbar_close": ["handle"]}
+                      "busbar_close": ["handle"], "busbar_bind_state": ["handle", "state"]}
 
 
 def _module(**hooks: Any) -> types.SimpleNamespace:
@@ -156,6 +158,36 @@ def test_busbar_close(pack, plugdir, keys, load) -> None:
     inst.close()  # once only
     assert inst.handle == {"settings": {}, "closed": True}
     assert bind_plugin(_module(), name="y").close("h") is None
+
+
+def test_busbar_bind_state() -> None:
+    assert bind_plugin(_module(), name="plain").bind_state is None          # optional: nothing to call
+    got: list[Any] = []
+    mod = _module()
+    mod.busbar_bind_state = hookimpl(optionalhook=True)(lambda handle, state: got.append((handle, state)))
+    binding = bind_plugin(mod, name="stateful")
+    assert binding.bind_state is not None
+    binding.bind_state("h", "state")
+    assert got == [("h", "state")]
+    old = pluggy.PluginManager("busbar")                 # a kernel that predates the hook: no spec for it
+    old.add_hookspecs(types.SimpleNamespace(**{n: getattr(hookspec, n) for n in hookspec.HOOK_NAMES
+                                               if n != "busbar_bind_state"}))
+    old.register(mod, name="stateful")
+    old.check_pending()                                  # optionalhook: loaded, never called
+
+    class Plain(HookPlugin):
+        pass
+
+    class Stateful(HookPlugin):
+        def bind_state(self, state: Any) -> None:
+            self.state = state
+
+    assert bind_plugin(export_plugin(Plain), name="plain-x").bind_state is None     # no override: not bound
+    exported = bind_plugin(export_plugin(Stateful), name="stateful-x")
+    inst = exported.open({})
+    assert exported.bind_state is not None
+    exported.bind_state(inst, "the state")
+    assert inst.state == "the state"
 
 
 # ----------------------------------------------------------------- one test per capability

@@ -13,8 +13,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-PUBLIC_MODULES = ["artifact", "hookspec", "models", "rules", "settings_schema", "sidecar", "ssrf", "store",
-                  "testing", "versions", "wire"]
+PUBLIC_MODULES = ["artifact", "hookspec", "models", "rules", "settings_schema", "shared_state", "sidecar", "ssrf",
+                  "store", "testing", "versions", "wire"]
 
 PINNED = {
     "wire": ["ACALL_CAPABILITY", "ARM_ABSTAIN", "ARM_ORDER", "ARM_REJECT", "ARM_RESTRICT", "ARM_REWRITE",
@@ -41,7 +41,11 @@ PINNED = {
     "versions": ["AUTH_ABI_VERSION", "ENTRY_POINT_GROUP", "HOOK_ABI_VERSION", "KINDS", "NAME_PATTERN",
                  "PROJECT_NAME", "RESERVED_PUBLISHER", "SECRET_ABI_VERSION", "STORE_ABI_VERSION",
                  "SUPPORTED_ABI_VERSIONS", "TRANSPORT_VERSION", "Kind", "SemVer", "is_valid_name", "parse_semver"],
-    "hookspec": ["CAPABILITY_NAMES", "HOOK_NAMES", "REQUIRED_HOOKS", "busbar_abi", "busbar_acall", "busbar_call",
+    "shared_state": ["DEFAULT_TIMEOUT_S", "MAX_KEY_CHARS", "MAX_TIMEOUT_S", "MAX_TTL_S", "MAX_VALUE_BYTES",
+                     "SHARED_STATE_VERSION", "WINDOWS_S", "SharedState", "SharedStateError", "SharedStateInvalid",
+                     "check_counter", "check_key", "check_put"],
+    "hookspec": ["CAPABILITY_NAMES", "HOOK_NAMES", "REQUIRED_HOOKS", "busbar_abi", "busbar_acall", "busbar_bind_state",
+                 "busbar_call",
                  "busbar_close", "busbar_free", "busbar_inline", "busbar_open", "busbar_plugin_kind", "hookimpl",
                  "hookspec"],
 }

@@ -118,7 +118,7 @@ class Plugin:
 class _Hook(Plugin):
     """What both hook bases share: ``kind = "hook"``, the class-level :attr:`settings_schema`
     (``None``: no schema) and :attr:`settings_version`, the last ``configure`` version acknowledged
-    (``None`` before any)."""
+    (``None`` before any). Override :meth:`bind_state` to receive the fleet-wide shared state."""
 
     kind: ClassVar[str] = "hook"
     settings_schema: ClassVar[dict[str, Any] | None] = None
@@ -126,6 +126,11 @@ class _Hook(Plugin):
     def __init__(self, settings: dict[str, Any]) -> None:
         super().__init__(settings)
         self.settings_version: int | None = None
+
+    def bind_state(self, state: Any) -> None:
+        """Receive the instance's :class:`busbar_sdk.shared_state.SharedState` (the optional ABI hook
+        ``busbar_bind_state``; the export declares it only when a subclass overrides this method, so
+        the kernel binds nothing for a plugin that does not use it). Must not block."""
 
 
 class HookPlugin(_Hook):
@@ -350,6 +355,11 @@ class PluginExport:
         if cls.inline is True:
             busbar_call.busbar_inline = True  # type: ignore[attr-defined]  # the ABI's capability attribute
         self.busbar_call = hookimpl(busbar_call)
+        if issubclass(cls, _Hook) and cls.bind_state is not _Hook.bind_state:
+            def busbar_bind_state(handle: Any, state: Any) -> None:
+                handle.bind_state(state)
+            # optionalhook: a kernel older than the hook loads the plugin and never calls it
+            self.busbar_bind_state = hookimpl(optionalhook=True)(busbar_bind_state)
 
     @hookimpl
     def busbar_abi(self) -> int:

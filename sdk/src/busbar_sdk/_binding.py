@@ -40,10 +40,11 @@ class PluginBinding:
         call: ``busbar_call(handle, payload) -> dict``: the hot path.
         free: ``busbar_free(handle, obj)`` (no-op when not implemented).
         close: ``busbar_close(handle)`` (no-op when not implemented).
+        bind_state: ``busbar_bind_state(handle, state)``, or ``None`` when not implemented.
         plugin_manager: the plugin's own ``pluggy.PluginManager`` (for introspection only).
     """
 
-    __slots__ = ("call", "close", "free", "kind", "name", "open", "plugin_manager")
+    __slots__ = ("bind_state", "call", "close", "free", "kind", "name", "open", "plugin_manager")
 
     def __init__(self, name: str, kind: str, pm: pluggy.PluginManager, funcs: dict[str, Callable[..., Any]]):
         self.name = name
@@ -53,6 +54,7 @@ class PluginBinding:
         self.call: Callable[[object, dict[str, Any]], dict[str, Any]] = funcs["busbar_call"]
         self.free: Callable[[object, object], None] = funcs.get("busbar_free", _noop_free)
         self.close: Callable[[object], None] = funcs.get("busbar_close", _noop_close)
+        self.bind_state: Callable[[object, Any], None] | None = funcs.get("busbar_bind_state")
 
     def __repr__(self) -> str:
         return f"PluginBinding({self.name!r}, kind={self.kind!r})"
@@ -64,6 +66,7 @@ def _impls(pm: pluggy.PluginManager) -> dict[str, list[pluggy.HookImpl]]:
         "busbar_abi": relay.busbar_abi.get_hookimpls(),
         "busbar_plugin_kind": relay.busbar_plugin_kind.get_hookimpls(),
         "busbar_open": relay.busbar_open.get_hookimpls(),
+        "busbar_bind_state": relay.busbar_bind_state.get_hookimpls(),
         "busbar_call": relay.busbar_call.get_hookimpls(),
         "busbar_free": relay.busbar_free.get_hookimpls(),
         "busbar_close": relay.busbar_close.get_hookimpls(),

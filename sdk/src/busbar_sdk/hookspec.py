@@ -1,5 +1,5 @@
 """The plugin ABI: six pluggy hookspecs, project ``busbar``, one per entry point of the ABI
-(docs/plugins.md#the-abi).
+(docs/plugins.md#the-abi), and one optional hook for hook plugins, :func:`busbar_bind_state`.
 
 Every plugin (hook, store, secret, auth) implements the same six kind-neutral hooks; what differs
 per kind is the JSON payload vocabulary carried by :func:`busbar_call`. A plugin may implement
@@ -53,12 +53,15 @@ Added in 1.5.0 (transport version 1).
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from busbar_sdk._versions import PROJECT_NAME
 from busbar_sdk.wire import ACALL_CAPABILITY, INLINE_CAPABILITY
+
+if TYPE_CHECKING:
+    from busbar_sdk.shared_state import SharedState
 
 __all__ = [
     "CAPABILITY_NAMES",
@@ -66,6 +69,7 @@ __all__ = [
     "REQUIRED_HOOKS",
     "busbar_abi",
     "busbar_acall",
+    "busbar_bind_state",
     "busbar_call",
     "busbar_close",
     "busbar_free",
@@ -81,8 +85,9 @@ hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 #: Marker plugin implementations use; ``pluggy.HookimplMarker("busbar")`` is the same marker.
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
-#: Every ABI hook, in lifecycle order.
-HOOK_NAMES = ("busbar_abi", "busbar_plugin_kind", "busbar_open", "busbar_call", "busbar_free", "busbar_close")
+#: Every ABI hook, in lifecycle order (``busbar_bind_state``: optional, hook plugins only).
+HOOK_NAMES = ("busbar_abi", "busbar_plugin_kind", "busbar_open", "busbar_bind_state", "busbar_call", "busbar_free",
+              "busbar_close")
 #: Hooks a plugin must implement; ``busbar_free`` and ``busbar_close`` default to no-ops.
 REQUIRED_HOOKS = ("busbar_abi", "busbar_plugin_kind", "busbar_open", "busbar_call")
 #: Optional capabilities: attributes of a plugin's ``busbar_call`` implementation, not pluggy hooks
@@ -159,6 +164,36 @@ def busbar_open(settings: dict[str, Any]) -> object:
 
     Grants: none. Source: docs/plugins.md#the-abi.
     Added: 1.5.0.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def busbar_bind_state(handle: object, state: SharedState) -> None:
+    """Hand a hook instance its fleet-wide state: a :class:`busbar_sdk.shared_state.SharedState`.
+
+    When: once per opened instance of an in-process ``kind: hook`` plugin that implements it, after
+    :func:`busbar_open`, when the gateway's store is open and shared (any backend but ``memory``):
+    at boot before the listener accepts, and for the instances a hot reload or a config apply opens.
+    Never with the memory store, never by ``busbar route --dry-run`` / ``busbar hooks test`` (they
+    do not open the store), never for sidecar hooks. It may be called before or after the
+    ``configure`` push, and concurrently with ``busbar_call`` on other threads. Synchronous; must
+    not block (keep the handle, do the I/O later from ``busbar_call``).
+
+    Args:
+        handle: the object :func:`busbar_open` returned.
+        state: the instance's :class:`~busbar_sdk.shared_state.SharedState` (``version``
+            :data:`~busbar_sdk.shared_state.SHARED_STATE_VERSION`), confined to its namespace.
+
+    Returns:
+        Nothing.
+
+    On error: logged on ``busbar.hooks`` and ignored: the instance runs without shared state.
+    Implement it with ``@hookimpl(optionalhook=True)``: a kernel older than this hook then loads
+    the plugin and never calls it (the plugin keeps its in-process state).
+
+    Grants: none (the state holds what the plugin put there; the kernel namespaces every name).
+    Source: docs/plugins.md#shared-state. Added: 1.5.0 (shared state version 1).
     """
     raise NotImplementedError
 

@@ -74,6 +74,9 @@ def reattach(gw: GatewayContext, plugins: PluginSet | None) -> bool:
         return False
     old, gw.hooks = gw.hooks, engine
     if engine is not None:
+        from busbar.store.shared import bind_hooks
+
+        bind_hooks(gw)                   # shared state for the new instances (a running shared store)
         engine.push_configure()
     if old is not None:
         timer = threading.Timer(RETIRE_AFTER_S, old.close)

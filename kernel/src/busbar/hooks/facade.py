@@ -84,6 +84,9 @@ class HookFacade:
         headers: the request headers it is projected (lower-cased names; ``()``: no ``headers``
             field), the union of its settings' ``x-busbar-headers`` lists; follows acked
             ``configure`` pushes.
+        boot_settings: the settings it was opened with (its shared-state namespace is derived
+            from them: ``busbar.store.shared.namespace_of``).
+        state: the shared state handed to it (``busbar.store.shared.bind_hooks``), or ``None``.
     """
 
     def __init__(self, name: str, instance: Any, *, prompt: str, user: str, settings: dict[str, Any],
@@ -96,6 +99,8 @@ class HookFacade:
         self.schema = schema
         self.headers: tuple[str, ...] = header_names(schema, settings)
         self.settings = dict(settings)
+        self.boot_settings = dict(settings)
+        self.state: Any = None
         self.settings_version = 1
         self.acked_version: int | None = None
         self._call: Callable[[dict[str, Any]], Any] = instance.call

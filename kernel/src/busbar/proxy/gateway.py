@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from busbar.loader.registry import PluginSet
     from busbar.loader.reload import PluginReloader
     from busbar.store.flusher import UsageFlusher
+    from busbar.store.shared import StoreBridge
     from busbar.store.sync import KeySync
 
 log = logging.getLogger("busbar")
@@ -61,13 +62,15 @@ class Gateway:
     """Everything the request path needs; one instance per process (rebuilt on config reload).
     Satisfies ``busbar.proxy.context.GatewayContext`` (what the hooks engine reads).
 
-    ``store`` / ``flusher`` / ``keysync``: the configured store (memory by default), its usage
-    write-behind and its key mirror, set by ``build`` (``busbar.store.attach``); opened by the
-    serving coroutine (``busbar.store.attach.start_store``)."""
+    ``store`` / ``flusher`` / ``keysync`` / ``state_bridge``: the configured store (memory by
+    default), its usage write-behind, its key mirror and hook plugins' way to it (shared state),
+    set by ``build`` (``busbar.store.attach``); opened by the serving coroutine
+    (``busbar.store.attach.start_store``)."""
 
     store: Store
     flusher: UsageFlusher
     keysync: KeySync
+    state_bridge: StoreBridge
 
     def __init__(self, loaded: LoadedConfig, providers: dict[str, Provider], lanes: dict[str, Lane],
                  pools: dict[str, Pool], upstream: Upstream, clock: Callable[[], float]):

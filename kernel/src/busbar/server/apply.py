@@ -321,10 +321,14 @@ class ConfigApplier:
         from busbar.limits.gate import carry_limits
 
         carry_limits(old, new)        # counters, reservations, runtime groups; spend repriced
+        from busbar.store.shared import bind_hooks
+
+        bind_hooks(new)               # the new hook instances' shared state (the process's store)
         return new
 
 
-_PROCESS_WIDE = ("store", "flusher", "keysync", "frontdoor", "signing", "audit", "runtime_groups", "limiter")
+_PROCESS_WIDE = ("store", "flusher", "keysync", "state_bridge",
+                 "frontdoor", "signing", "audit", "runtime_groups", "limiter")
 """Gateway attributes opened once per process: the store and its loops (the ones ``Gateway.build``
 made are never opened, so there is nothing to close), the front door and its signing keyring
 (``busbar.auth.boot``; an ``auth:`` change is restart-to-apply, so the running chain never has a

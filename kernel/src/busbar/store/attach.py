@@ -9,12 +9,16 @@
   ``advanced.usage_flush_interval_ms``; the request path calls ``gw.flusher.add_usage`` /
   ``gw.flusher.add_metering`` (no I/O);
 - ``gw.keysync``: a :class:`~busbar.store.sync.KeySync`, the in-memory mirror of keys, credentials
-  and the denylist the request path reads.
+  and the denylist the request path reads;
+- ``gw.state_bridge``: a :class:`~busbar.store.shared.StoreBridge`, hook plugins' way to the store
+  (``busbar_bind_state``), started once the store is open and stopped before it closes.
 
 ``await start_store(gw)`` opens the store (connect, create or migrate), checks the plugins against
 the fleet's high-water marks in a shared store (``busbar.loader.highwater.check_fleet_marks``) and
 starts the flusher loop; when ``auth.chain`` has the ``keys`` verifier (the mirror's only reader) it
-also runs one key sync and starts the key-sync loop (no store polling for an unread mirror).
+also runs one key sync and starts the key-sync loop (no store polling for an unread mirror). Last,
+it starts the state bridge and binds the hook instances that ask for shared state
+(``busbar.store.shared.bind_hooks``; a shared store only).
 ``await stop_store(gw, tasks)`` stops the loops, flushes what is pending (bounded) and closes the
 store. ``store_running(gw)`` is both as an
 async context manager (tests: ``async with store_running(gw): ...``). Their metrics go on the
@@ -35,6 +39,7 @@ from busbar_sdk.store import StoreError
 
 from busbar.store import StoreBootError, open_store, select_store
 from busbar.store.flusher import UsageFlusher
+from busbar.store.shared import StoreBridge, bind_hooks
 from busbar.store.sync import KeySync
 
 if TYPE_CHECKING:
@@ -59,6 +64,7 @@ def attach_store(gw: Gateway, plugins: Any) -> None:
     gw.store = store
     gw.flusher = UsageFlusher(store, interval_s=cfg.advanced.usage_flush_interval_ms / 1000, registry=registry)
     gw.keysync = KeySync(store, registry=registry)
+    gw.state_bridge = StoreBridge(store)
 
 
 async def start_store(gw: Gateway) -> list[asyncio.Task[None]]:
@@ -86,6 +92,8 @@ async def start_store(gw: Gateway) -> list[asyncio.Task[None]]:
     tasks = [asyncio.ensure_future(gw.flusher.run())]
     if mirror:
         tasks.append(asyncio.ensure_future(gw.keysync.run()))
+    gw.state_bridge.start(asyncio.get_running_loop())
+    bind_hooks(gw)
     return tasks
 
 
@@ -100,6 +108,7 @@ def _mirror_needed(gw: Gateway) -> bool:
 async def stop_store(gw: Gateway, tasks: list[asyncio.Task[None]], shutdown_timeout_s: float = 5.0) -> None:
     """Cancel the loops, flush what is pending (at most ``shutdown_timeout_s`` seconds; the rest is
     counted lost by the flusher) and close the store. Never raises a store error."""
+    gw.state_bridge.stop()
     for task in tasks:
         task.cancel()
     for task in tasks:
