@@ -121,7 +121,7 @@ def test_cache_hits_spend_no_budget_and_an_empty_budget_falls_back(gw) -> None:
     assert chat(gw, "budgeted", "Another equation: 3x = 9").headers["x-busbar-route-target"] == "m-chat"
     assert ('busbar_router_fallback_total{from="ai",hook="busbar-ai-router",pool="budgeted",reason="budget",'
             'to="fallback[0]"} 1.0') in metric_lines(gw, "busbar_router_fallback_total{")
-    assert ('busbar_router_cache_hits_total{hook="busbar-ai-router",pool="budgeted"} 2.0'
+    assert ('busbar_router_cache_hits_total{cache="local",hook="busbar-ai-router",pool="budgeted"} 2.0'
             in metric_lines(gw, "busbar_router_cache_hits_total{"))
 
 

@@ -1,5 +1,7 @@
-"""busbar-ai-router-hook pieces without a gateway: the state (headers, redaction, the max_bytes cut order)
-and the generative engine's answer decoder (unknown names dropped, bad output refused).
+"""busbar-ai-router-hook pieces without a gateway: the state (headers, redaction, the max_bytes cut order),
+the generative engine's answer decoder (unknown names dropped, bad output refused), and the cache and
+budget over a shared state (the kernel's handle on a real store, two instances standing for two
+processes): fleet-wide counts, the two cache levels, a store fault falling back to the process.
 
 The plugin is imported from its source tree for this module only (and forgotten after), so tests that
 load the signed tarball in-process are not refused for a package the environment could import.
@@ -23,9 +25,9 @@ SRC = str(Path(__file__).resolve().parents[2] / "plugins" / "busbar-ai-router-ho
 def mods() -> Iterator[SimpleNamespace]:
     sys.path.insert(0, SRC)
     try:
-        from busbar_ai_router_hook import _generative, _settings, _state
+        from busbar_ai_router_hook import _generative, _guards, _settings, _state
 
-        yield SimpleNamespace(state=_state, gen=_generative, settings=_settings)
+        yield SimpleNamespace(state=_state, gen=_generative, settings=_settings, guards=_guards)
     finally:
         sys.path.remove(SRC)
         for name in [m for m in sys.modules if m == "busbar_ai_router_hook" or m.startswith("busbar_ai_router_hook.")]:
@@ -144,3 +146,81 @@ def test_a_redacted_message_text_reads_as_empty_instead_of_failing_every_decisio
     assert mods.state.state_text(state) == ("route me", "ok")
     small = mods.state.build_state(request, (parse("$.messages[0].text"),), 80)      # the cut path too
     assert small == {"messages": [{"role": "user", "text": "route me"}]}
+
+
+# ------------------------------------------------------------------ cache and budget over shared state
+
+@pytest.fixture
+def shared_store() -> Iterator[SimpleNamespace]:
+    """A kernel StoreState factory on a MemoryStore served by a running loop (``new()``: one more
+    instance handle in the same namespace, as another process would hold), and the bridge."""
+    from busbar.store.shared import StoreState
+    from busbar_sdk.store import MemoryStore
+
+    from tests.store.test_shared_state import Loop
+
+    loop = Loop()
+    bridge = loop.bridge(MemoryStore())
+    yield SimpleNamespace(bridge=bridge, new=lambda: StoreState(bridge, "hook:busbar-ai-router-hook:0123456789abcdef"))
+    loop.close()
+
+
+def _shared(mods, state):  # type: ignore[no-untyped-def]
+    sh = mods.guards.Shared()
+    sh.state = state
+    return sh
+
+
+def test_the_call_budget_is_counted_once_for_every_process(mods, shared_store) -> None:
+    one = mods.guards.Budget(2, None, _shared(mods, shared_store.new()))
+    two = mods.guards.Budget(2, None, _shared(mods, shared_store.new()))
+    assert [one.admit(), two.admit(), two.admit(), one.admit()] == [True, True, False, False]
+    assert (one.calls, two.calls) == (1, 1)                    # each process's own share
+    tokens = [mods.guards.Budget(None, 100, _shared(mods, shared_store.new())) for _ in range(2)]
+    assert tokens[0].admit() is True
+    tokens[0].spend(120)                                       # the fleet's hour is spent
+    assert tokens[1].admit() is False
+    assert tokens[1].tokens == 0 and tokens[0].tokens == 120
+
+
+def test_a_decision_cached_by_one_process_is_served_from_the_store_by_the_other(mods, shared_store) -> None:
+    enc, dec = mods.gen.encode_hit, mods.gen.decode_hit
+    a = mods.guards.Cache(10, 600, _shared(mods, shared_store.new()), "scope1", enc, dec)
+    b = mods.guards.Cache(10, 600, _shared(mods, shared_store.new()), "scope1", enc, dec)
+    other = mods.guards.Cache(10, 600, _shared(mods, shared_store.new()), "scope2", enc, dec)
+    assert b.get("k") == (None, None)
+    a.put("k", {"math": 0.75, "code": 0.25})
+    assert a.get("k") == ({"math": 0.75, "code": 0.25}, "local")
+    assert b.get("k") == ({"math": 0.75, "code": 0.25}, "store")
+    assert b.get("k") == ({"math": 0.75, "code": 0.25}, "local")      # the store hit filled the LRU
+    assert other.get("k") == (None, None)                           # other settings: another scope
+    answer = mods.gen.Answer(["math"], 0.9, "equations", ["nope"], "gpt", "lane-1", 1, 42)
+    a.put("g", answer)
+    assert b.get("g") == (answer, "store")
+    off = mods.guards.Cache(0, 600, _shared(mods, shared_store.new()), "scope1", enc, dec)
+    assert off.get("k") == (None, None)                             # size 0: no cache at all
+
+
+def test_cached_decisions_decode_or_are_refused(mods) -> None:
+    gen = mods.gen
+    assert gen.decode_hit(gen.encode_hit({"a": 1})) == {"a": 1.0}
+    for bad in ({"scores": {"a": "x"}}, {"answer": {"destinations": ["a"]}}, {"answer": {"nope": 1}}, [], None):
+        with pytest.raises(ValueError):
+            gen.decode_hit(bad)
+
+
+def test_a_store_fault_falls_back_to_the_process_counted_and_logged_once(mods, shared_store, caplog) -> None:
+    sh = _shared(mods, shared_store.new())
+    shared_store.bridge.stop()                                      # the gateway stopped its store
+    budget = mods.guards.Budget(1, None, sh)
+    cache = mods.guards.Cache(10, 600, sh, "s", mods.gen.encode_hit, mods.gen.decode_hit)
+    with caplog.at_level("WARNING", logger="busbar.router"):
+        assert [budget.admit(), budget.admit()] == [True, False]   # this process's own budget
+        cache.put("k", {"a": 1.0})
+        assert cache.get("k") == ({"a": 1.0}, "local")
+        assert cache.get("z") == (None, None)
+    assert sh.error_counts() == {"budget": 2, "cache_put": 1, "cache_get": 1}
+    warnings = [r.getMessage() for r in caplog.records if r.name == "busbar.router"]
+    assert warnings == ["busbar-ai-router-hook: the shared store failed (budget: SharedStateError: shared state: "
+                        "the store is not running); this process's own cache and budget serve meanwhile (counted "
+                        "in router_store_errors_total)"]

@@ -12,8 +12,10 @@ generative``: a chat model, called through this gateway's own data plane (a memb
    set (``busbar route --dry-run --no-model``): the model step is skipped (counted in
    ``router_skipped_total``) and the fallback chain serves.
 2. The state (:mod:`._state`: redacted, cut to ``state.max_bytes``) is looked up in the decision
-   cache (key: a hash of the state, or ``cache.key``, a CEL expression over ``req``); a miss spends
-   the budget (over budget: the fallback chain serves, reason ``budget``) and runs the model; a model
+   cache (key: a hash of the state, or ``cache.key``, a CEL expression over ``req``): this process's
+   LRU, then the gateway's shared store when the instance has one (:mod:`._guards`; explain
+   ``cache: local|store``); a miss spends the budget (fleet-wide with a shared store; over budget:
+   the fallback chain serves, reason ``budget``) and runs the model; a model
    step longer than ``timeout`` ms is discarded (reason ``timeout``), an exception too (``error``).
    The generative engine checks the budget before each call and spends the reply's
    ``usage.total_tokens``; its whole chain (retries, backoffs, fallback models) runs within
@@ -39,7 +41,8 @@ on the instance's worker threads.
 
 The reply carries an ``explain`` object next to its arm (ignored by the request path; shown by
 ``busbar route --dry-run`` and scored by ``busbar hooks test``/``calibrate``): engine, model, scores,
-probabilities, temperature, confidence, verdict, served_by, hops, cached. Each decision is also
+probabilities, temperature, confidence, verdict, served_by, hops, cached (and ``cache``: ``local`` or
+``store`` when it was). Each decision is also
 logged (logger ``busbar.router``, DEBUG). ``status`` reports the counters and the decision latency.
 
 Source: docs/router.md#busbar-ai-router-hook, docs/hooks.md#what-a-gate-may-answer.
@@ -62,8 +65,8 @@ from busbar_sdk import DictHookPlugin, export_plugin
 from busbar_sdk.rules import activation, holds, reply_for, req_object
 
 from busbar_ai_router_hook._decision import MODEL_ID, DecisionEngine
-from busbar_ai_router_hook._generative import Answer, GenerativeEngine, StepFailed
-from busbar_ai_router_hook._guards import Budget, DecisionCache
+from busbar_ai_router_hook._generative import Answer, GenerativeEngine, StepFailed, decode_hit, encode_hit
+from busbar_ai_router_hook._guards import Budget, Cache, Shared
 from busbar_ai_router_hook._settings import Settings, SettingsError, parse
 from busbar_ai_router_hook._state import build_state, state_text
 
@@ -80,9 +83,10 @@ DENIED_WARN_EVERY_S = 60.0
 
 
 class _Compiled:
-    """Settings plus what is built from them (engine prototypes, cache, budget)."""
+    """Settings plus what is built from them (engine prototypes, cache, budget); ``raw``: the
+    settings as configured (their digest scopes the shared cache)."""
 
-    def __init__(self, settings: Settings, client: Callable[[], httpx.Client]):
+    def __init__(self, settings: Settings, raw: dict[str, Any], client: Callable[[], httpx.Client], shared: Shared):
         self.s = settings
         self.engine: DecisionEngine | None = None
         self.gen: GenerativeEngine | None = None
@@ -93,8 +97,9 @@ class _Compiled:
         else:
             self.engine = DecisionEngine([(c.name, c.description, c.examples) for c in settings.candidates])
             self.model = MODEL_ID
-        self.cache = DecisionCache(settings.cache_size, settings.cache_ttl_s)
-        self.budget = Budget(settings.max_calls_per_minute, settings.max_tokens_per_hour)
+        scope = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
+        self.cache = Cache(settings.cache_size, settings.cache_ttl_s, shared, scope, encode_hit, decode_hit)
+        self.budget = Budget(settings.max_calls_per_minute, settings.max_tokens_per_hour, shared)
 
 
 class AiRouter(DictHookPlugin):
@@ -105,8 +110,9 @@ class AiRouter(DictHookPlugin):
     def __init__(self, settings: dict[str, Any]):
         self._client: httpx.Client | None = None
         self.lock = threading.Lock()
+        self.shared = Shared()
         try:
-            self.c = _Compiled(parse(settings), self.client)
+            self.c = _Compiled(parse(settings), settings, self.client, self.shared)
         except SettingsError as e:
             raise ValueError(f"busbar-ai-router-hook: {e}") from None
         super().__init__(settings)
@@ -115,7 +121,7 @@ class AiRouter(DictHookPlugin):
         self.model_fallbacks: Counter[tuple[str, str, str, str]] = Counter()
         self.skipped: Counter[tuple[str, str]] = Counter()
         self.served: Counter[str] = Counter()
-        self.cache_hits: Counter[str] = Counter()
+        self.cache_hits: Counter[tuple[str, str]] = Counter()
         self.latency_us: deque[float] = deque(maxlen=1024)
         self.denied_warned_at = -DENIED_WARN_EVERY_S
 
@@ -127,6 +133,10 @@ class AiRouter(DictHookPlugin):
             if self._client is None:
                 self._client = httpx.Client(trust_env=False, follow_redirects=False)
             return self._client
+
+    def bind_state(self, state: Any) -> None:
+        """The gateway's shared store (``busbar_bind_state``): the cache and budget go fleet-wide."""
+        self.shared.state = state
 
     # ------------------------------------------------------------------ decide
 
@@ -179,11 +189,11 @@ class AiRouter(DictHookPlugin):
                 key = str(s.cache_key.eval(act).value())
             else:
                 key = hashlib.sha256(blob).hexdigest()
-            hit = c.cache.get(key)
+            hit, level = c.cache.get(key)
             if hit is not None:
-                explain["cached"] = True
+                explain.update(cached=True, cache=level)
                 with self.lock:
-                    self.cache_hits[pool] += 1
+                    self.cache_hits[(pool, str(level))] += 1
             elif c.gen is not None:
                 deadline = time.monotonic() + s.timeout_ms / 1000
                 try:
@@ -196,7 +206,7 @@ class AiRouter(DictHookPlugin):
                 c.cache.put(key, hit)
                 explain["cached"] = False
             else:
-                if not c.budget.allow():
+                if not c.budget.admit():
                     return "budget", {}
                 started = time.perf_counter()
                 current, history = state_text(state)
@@ -322,7 +332,7 @@ class AiRouter(DictHookPlugin):
         version = body.get("settings_version")
         settings = body.get("settings", {})
         try:
-            new = _Compiled(parse(settings), self.client)
+            new = _Compiled(parse(settings), settings, self.client, self.shared)
         except SettingsError as e:
             return {"error": f"busbar-ai-router-hook: {e}"}
         self.c, self.settings, self.settings_version = new, dict(settings), int(version or 0)
@@ -343,8 +353,13 @@ class AiRouter(DictHookPlugin):
                         for (p, r), n in sorted(self.skipped.items())][:8]
             metrics += [{"name": "router_decisions_total", "type": "counter", "value": n, "labels": {"served_by": k},
                          "help": "decisions by who served"} for k, n in sorted(self.served.items())][:12]
-            metrics += [{"name": "router_cache_hits_total", "type": "counter", "value": n, "labels": {"pool": p},
-                         "help": "decisions served from the cache"} for p, n in sorted(self.cache_hits.items())][:8]
+            metrics += [{"name": "router_cache_hits_total", "type": "counter", "value": n,
+                         "labels": {"pool": p, "cache": lvl}, "help": "decisions served from the cache (local: "
+                         "this process; store: the gateway's shared store)"}
+                        for (p, lvl), n in sorted(self.cache_hits.items())][:8]
+            metrics += [{"name": "router_store_errors_total", "type": "counter", "value": n, "labels": {"op": op},
+                         "help": "shared store faults (this process's cache and budget served)"}
+                        for op, n in sorted(self.shared.error_counts().items())][:4]
             samples = sorted(self.latency_us)
             lat: dict[str, Any] = {"name": "router_decision_latency_us", "type": "histogram", "value": len(samples),
                                    "unit": "us", "help": "decision latency (last 1024)"}

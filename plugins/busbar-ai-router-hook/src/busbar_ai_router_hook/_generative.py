@@ -26,6 +26,7 @@ answered.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -37,7 +38,7 @@ import httpx
 from busbar_ai_router_hook._guards import Budget
 from busbar_ai_router_hook._settings import Candidate, Generative
 
-__all__ = ["Answer", "GenerativeEngine", "StepFailed", "parse_answer"]
+__all__ = ["Answer", "GenerativeEngine", "StepFailed", "decode_hit", "encode_hit", "parse_answer"]
 
 MAX_TOKENS = 256
 #: Gateway statuses that retrying the same model cannot change -> the failure reason.
@@ -70,6 +71,34 @@ class Answer:
     lane: str = ""
     calls: int = 0
     tokens: int = 0
+
+
+def encode_hit(hit: dict[str, float] | Answer) -> dict[str, Any]:
+    """A cached decision as JSON: ``{"scores": {name: score}}`` (decision engine) or ``{"answer":
+    {...Answer fields}}`` (generative engine)."""
+    if isinstance(hit, Answer):
+        return {"answer": dataclasses.asdict(hit)}
+    return {"scores": hit}
+
+
+def decode_hit(doc: Any) -> dict[str, float] | Answer:
+    """The inverse of :func:`encode_hit`.
+
+    Raises:
+        ValueError: not a shape :func:`encode_hit` writes.
+    """
+    if isinstance(doc, dict) and isinstance(doc.get("scores"), dict):
+        scores = doc["scores"]
+        if all(isinstance(k, str) and type(v) in (int, float) for k, v in scores.items()):
+            return {k: float(v) for k, v in scores.items()}
+    if isinstance(doc, dict) and isinstance(doc.get("answer"), dict):
+        try:
+            a = Answer(**doc["answer"])
+        except TypeError as e:
+            raise ValueError(f"not a cached answer: {e}") from None
+        if isinstance(a.destinations, list) and type(a.confidence) in (int, float):
+            return a
+    raise ValueError("not a cached decision")
 
 
 def parse_answer(content: Any, names: tuple[str, ...]) -> Answer:
@@ -151,7 +180,7 @@ class GenerativeEngine:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise StepFailed("timeout", f"{model}: the step's timeout ran out")
-                if not budget.allow():
+                if not budget.admit():
                     raise StepFailed("budget", "the router's budget is spent")
                 calls += 1
                 tally[0] = calls
