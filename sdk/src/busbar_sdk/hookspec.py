@@ -32,7 +32,7 @@ and registers the module through the entry point group ``busbar.plugins`` in its
 ``pyproject.toml``: ``[project.entry-points."busbar.plugins"] my-hook = "my_hook"``.
 
 Each loaded plugin gets its own ``pluggy.PluginManager``, so every hook has exactly one
-implementation and all six are ``firstresult``. The kernel resolves the implementations once at
+implementation and every hook is ``firstresult``. The kernel resolves the implementations once at
 load (``PluginManager.check_pending()`` runs first, so a misspelled ``busbar_*`` hookimpl fails at
 boot) and calls them directly on the hot path through a typed facade
 (:class:`busbar_sdk.PluginBinding`), never ``pm.hook.<name>`` by string.
