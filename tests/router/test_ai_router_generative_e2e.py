@@ -215,7 +215,7 @@ def test_a_cached_decision_makes_no_call(gw, mock) -> None:
     assert [chat(gw, "gen-cached", "Prove that sqrt(2) is irrational").headers["x-busbar-route-target"]
             for _ in range(3)] == ["m-math"] * 3
     assert models_called(mock) == ["r-small", "m-math", "m-math", "m-math"]
-    has_metric(gw, 'busbar_router_cache_hits_total{hook="busbar-ai-router",pool="gen-cached"} 2.0')
+    has_metric(gw, 'busbar_router_cache_hits_total{cache="local",hook="busbar-ai-router",pool="gen-cached"} 2.0')
 
 
 def test_the_token_budget_counts_the_routers_own_tokens(gw, mock) -> None:
