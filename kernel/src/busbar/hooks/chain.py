@@ -333,7 +333,7 @@ def _explained(answer: Any) -> str | None:
     note = getattr(answer, "note", None)
     if not note:
         return None
-    keys = ["served_by", "confidence", "probabilities", "hops", "skipped", "cached"]
+    keys = ["served_by", "confidence", "probabilities", "hops", "skipped", "cached", "cache"]
     if "confidence" in note or "error" in note:
         keys += ["model", "reason", "error"]        # the model was asked: which one, and what it said
     parts = [f"{k}={note[k]}" for k in keys if k in note]
