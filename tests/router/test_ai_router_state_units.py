@@ -210,7 +210,9 @@ def test_cached_decisions_decode_or_are_refused(mods) -> None:
 
 
 def test_a_store_fault_falls_back_to_the_process_counted_and_logged_once(mods, shared_store, caplog) -> None:
-    sh = _shared(mods, shared_store.new())
+    clock = [1000.0]
+    sh = mods.guards.Shared(clock=lambda: clock[0])
+    sh.state = shared_store.new()
     shared_store.bridge.stop()                                      # the gateway stopped its store
     budget = mods.guards.Budget(1, None, sh)
     cache = mods.guards.Cache(10, 600, sh, "s", mods.gen.encode_hit, mods.gen.decode_hit)
@@ -219,7 +221,10 @@ def test_a_store_fault_falls_back_to_the_process_counted_and_logged_once(mods, s
         cache.put("k", {"a": 1.0})
         assert cache.get("k") == ({"a": 1.0}, "local")
         assert cache.get("z") == (None, None)
-    assert sh.error_counts() == {"budget": 2, "cache_put": 1, "cache_get": 1}
+        assert sh.error_counts() == {"budget": 1}                   # then the store is left alone for 5 s
+        clock[0] += 5.0
+        assert cache.get("z") == (None, None)                       # tried again: fails again
+    assert sh.error_counts() == {"budget": 1, "cache_get": 1}
     warnings = [r.getMessage() for r in caplog.records if r.name == "busbar.router"]
     assert warnings == ["busbar-ai-router-hook: the shared store failed (budget: SharedStateError: shared state: "
                         "the store is not running); this process's own cache and budget serve meanwhile (counted "

@@ -5,7 +5,9 @@ shared store), across the fleet.
 :class:`Shared`: the instance's :class:`busbar_sdk.shared_state.SharedState` (``None``: in-process
 only) and its faults: any exception from the store is counted by operation (``cache_get``,
 ``cache_put``, ``budget``), logged at most once a minute (logger ``busbar.router``), and the
-operation falls back to the in-process guard for that decision. A store fault never fails a request.
+operation falls back to the in-process guard; the store is then left alone for
+:data:`RETRY_AFTER_S` seconds (a store that does not answer would otherwise cost every decision the
+handle's timeout, once per operation). A store fault never fails a request.
 
 :class:`DecisionCache`: an in-process LRU of ``size`` entries, each kept ``ttl_s`` seconds
 (``size: 0`` disables it). :class:`Cache`: that LRU first, then the store (``cache:<sha256 of the
@@ -38,6 +40,8 @@ log = logging.getLogger("busbar.router")
 T = TypeVar("T")
 #: Seconds between two warnings about store faults (per instance).
 WARN_EVERY_S = 60.0
+#: Seconds the store is left alone after a fault (this process's guards serve meanwhile).
+RETRY_AFTER_S = 5.0
 _MISS: Any = object()
 
 
@@ -49,6 +53,7 @@ class Shared:
         self.errors: Counter[str] = Counter()
         self.clock = clock
         self._warned_at = -WARN_EVERY_S
+        self._retry_at = -RETRY_AFTER_S
         self._lock = threading.Lock()
 
     def error_counts(self) -> dict[str, int]:
@@ -57,10 +62,10 @@ class Shared:
             return dict(self.errors)
 
     def attempt(self, op: str, fn: Callable[[Any], T]) -> T:
-        """``fn(state)``, or the sentinel :data:`_MISS` when there is no state or it failed
-        (counted under ``op`` and logged at most once a minute)."""
+        """``fn(state)``, or the sentinel :data:`_MISS` when there is no state, it failed (counted
+        under ``op``, logged at most once a minute) or failed less than :data:`RETRY_AFTER_S` ago."""
         state = self.state
-        if state is None:
+        if state is None or self.clock() < self._retry_at:
             return _MISS  # type: ignore[no-any-return]
         try:
             return fn(state)
@@ -68,6 +73,7 @@ class Shared:
             now = self.clock()
             with self._lock:
                 self.errors[op] += 1
+                self._retry_at = now + RETRY_AFTER_S
                 warn = now >= self._warned_at + WARN_EVERY_S
                 if warn:
                     self._warned_at = now
