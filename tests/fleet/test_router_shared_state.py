@@ -12,7 +12,9 @@ Source: docs/router.md#cache-and-budget-across-a-fleet, docs/plugins.md#shared-s
 """
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from tests.fleet.conftest import ROOT, fleet_yaml
 from tests.fleet.tcpproxy import TcpProxy
 from tests.fleet.test_fleet import metric, start_nodes
 from tests.support.gateway import BusbarProcess
+from tests.support.waiting import wait_until
 
 HOOK = "busbar-ai-router-hook"
 ROUTER = f"""\
@@ -45,7 +48,7 @@ pools:
             - {{ name: m-chat, description: "Casual conversation and small talk: greetings, jokes.", examples: ["Hi, how are you?", "Tell me a joke"] }}
 """
 PROMPTS = ["Solve x^2 - 5x + 6 = 0", "What is the derivative of x^3?", "Integrate sin(x) from 0 to pi",
-           "Prove that the square root of 2 is irrational"]
+           "Prove that the square root of 2 is irrational", "Solve the equation 3x + 7 = 22 for x"]
 
 
 @pytest.fixture
@@ -89,7 +92,8 @@ def counts(node: BusbarProcess) -> dict[str, float]:
 def test_two_processes_share_one_budget_and_one_cache(tmp_path: Path, mock, router_dir: Path, store_config,
                                                       backend: str) -> None:
     module, settings = store_config(backend)
-    a, b = start_nodes(2, config(module, settings, mock.url, router_dir), tmp_path)
+    yaml = config(module, settings, mock.url, router_dir)
+    a, b = start_nodes(2, yaml, tmp_path, env={"BUSBAR_LOG": "info"})
     try:
         early_in_a_minute()
         assert target(a, PROMPTS[0]) == "m-math"          # fleet call 1, cached in the store
@@ -102,6 +106,15 @@ def test_two_processes_share_one_budget_and_one_cache(tmp_path: Path, mock, rout
         assert counts(b) == {"model": 3.0, "budget": 1.0, "local": 1.0, "store": 1.0, "errors": 0.0}
         calls = sum(c["model"] - c["local"] - c["store"] for c in (counts(a), counts(b)))
         assert calls == 2.0                                # model calls across the fleet: the budget
+        # a live config apply opens new router instances (a fresh in-process budget): bound again,
+        # they still see the fleet's spent minute
+        port = a.url.rsplit(":", 1)[1]
+        a.config_path.write_text(yaml.replace("{port}", port).replace(
+            "  m-chat: { provider: oa }\n", "  m-chat: { provider: oa }\n  m-spare: { provider: oa }\n"))
+        os.kill(a.proc.pid, signal.SIGHUP)
+        wait_until(lambda: "version 2 now serving" in a.logs(), timeout=15, what="the config apply")
+        assert target(a, PROMPTS[4]) == "m-chat"
+        assert metric(a, "busbar_router_fallback_total", reason="budget") == 1.0   # the new instance's own
     finally:
         for node in (a, b):
             node.stop()
