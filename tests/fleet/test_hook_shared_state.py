@@ -1,0 +1,128 @@
+"""``busbar_bind_state`` through a real ``busbar`` on a SQLite store, with a third-party hook written
+with plain pluggy markers and no sdk (``@hookimpl(optionalhook=True)``), signed by a test publisher:
+
+- the instance receives its shared state once the store is open, and uses it from ``decide``: a
+  windowed counter and an expiring value, read back on the next request;
+- an instance whose ``busbar_bind_state`` raises is logged once and keeps serving without state;
+- the memory store binds nothing (the state would be private to the process).
+
+Source: docs/plugins.md#shared-state.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+from busbar_sdk.artifact import build_wheels, generate_signing_key
+
+from tests.fleet.conftest import fleet_yaml
+from tests.fleet.test_fleet import start_nodes
+from tests.plugins.helpers import run_pack, write_project
+
+KEY = generate_signing_key()
+SOURCE = '''
+import pluggy
+
+hookimpl = pluggy.HookimplMarker("busbar")
+
+
+@hookimpl
+def busbar_abi():
+    return 1
+
+
+@hookimpl
+def busbar_plugin_kind():
+    return "hook"
+
+
+@hookimpl
+def busbar_open(settings):
+    return {"settings": dict(settings), "state": None}
+
+
+@hookimpl(optionalhook=True)
+def busbar_bind_state(handle, state):
+    if handle["settings"].get("fail"):
+        raise RuntimeError("no state for me")
+    handle["state"] = state
+
+
+@hookimpl
+def busbar_call(handle, payload):
+    if payload.get("op") != "decide":
+        return {}
+    state = handle["state"]
+    by_model = {c["model"]: c["idx"] for c in payload["candidates"]}
+    if state is None:
+        return {"order": [by_model["m-free"]]}
+    last = state.get("last") or "none"
+    state.put("last", payload["request"]["request_id"], 60)
+    state.admit("seen", 60, 1000)
+    if last == "none" or state.count("seen", 60) != 2:
+        return {"order": [by_model["m-free"]]}
+    return {"order": [by_model["m-bound"]]}
+'''
+POOLS = """\
+  m-bound: { provider: oa }
+  m-free: { provider: oa }
+pools:
+  stateful:
+    members: [ { model: m-bound }, { model: m-free } ]
+    hooks: [ { module: stateful-hook, timeout_ms: 2000, settings: { fail: false } } ]
+  failing:
+    members: [ { model: m-bound }, { model: m-free } ]
+    hooks: [ { module: stateful-hook, timeout_ms: 2000, settings: { fail: true } } ]
+"""
+
+
+@pytest.fixture(scope="module")
+def hook_tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("stateful-hook")
+    project = write_project(root / "src", "stateful-hook", "1.0.0", "stateful_hook", SOURCE)
+    wheel, = build_wheels([project], root / "wheels")
+    out = root / "stateful-hook-1.0.0.tar.gz"
+    assert run_pack(["pack", "--wheel", str(wheel), "--name", "stateful-hook", "--alias", "stateful",
+                     "--kind", "hook", "--version", "1.0.0", "--publisher", "acme", "--out", str(out)], KEY[0]) == 0
+    return out
+
+
+def config(module: str, settings: dict, mock_url: str, plugins: Path) -> str:
+    trust = f'{{ enabled: true, dir: {plugins}, trust: {{ publishers: [ {{ name: acme, public_key: "{KEY[1]}" }} ] }} }}'
+    yaml = fleet_yaml(module, settings, mock_url, plugins).replace(f"{{ enabled: true, dir: {plugins} }}", trust)
+    return yaml.replace("  gpt: { provider: oa }\n", POOLS)
+
+
+def target(url: str, pool: str) -> str:
+    r = httpx.post(url + "/v1/chat/completions", timeout=30,
+                   json={"model": pool, "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 200, r.text
+    return str(r.headers["x-busbar-route-target"])
+
+
+@pytest.mark.slow
+def test_a_plain_pluggy_hook_gets_its_state_and_a_failing_bind_is_logged(
+        tmp_path: Path, mock, plugins_dir: Path, store_config, hook_tarball: Path) -> None:
+    plugdir = tmp_path / "plugins"
+    shutil.copytree(plugins_dir, plugdir)
+    shutil.copy(hook_tarball, plugdir)
+    module, settings = store_config("sqlite")
+    node, = start_nodes(1, config(module, settings, mock.url, plugdir), tmp_path)
+    try:
+        # 1st: nothing stored yet; 2nd: the value put by the 1st is read back and the window holds 2
+        assert [target(node.url, "stateful") for _ in range(3)] == ["m-free", "m-bound", "m-free"]
+        assert [target(node.url, "failing") for _ in range(2)] == ["m-free", "m-free"]   # no state: still serves
+        logs = node.logs()
+        assert logs.count("stateful-hook: busbar_bind_state raised; the instance keeps its state in this "
+                          "process") == 1
+        assert "RuntimeError: no state for me" in logs
+    finally:
+        node.stop()
+    node, = start_nodes(1, config("memory", {}, mock.url, plugdir), tmp_path)
+    try:
+        assert [target(node.url, "stateful") for _ in range(2)] == ["m-free", "m-free"]
+        assert "busbar_bind_state raised" not in node.logs()
+    finally:
+        node.stop()
