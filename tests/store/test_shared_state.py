@@ -22,8 +22,9 @@ from busbar.store.shared import StoreBridge, StoreState, namespace_of
 from busbar_sdk.shared_state import SharedState, SharedStateError, SharedStateInvalid
 from busbar_sdk.store import MemoryStore, Store, StoreUnsupported
 
-#: 40 s into a minute, a day ahead (the stores sweep rows expired by the real clock).
-T0 = int(time.time()) // 60 * 60 + 86400 + 40
+#: 40 s into the first minute of an hour, a day ahead (the stores sweep rows expired by the real
+#: clock; the test's next minute, T0 + 20, must stay in T0's hour window whenever it runs).
+T0 = int(time.time()) // 3600 * 3600 + 86400 + 40
 
 
 class Loop:
