@@ -227,7 +227,7 @@ def candidate_views(members: Iterable[Any], costs: Mapping[int, float | None],
         lane = m.lane
         latency = lane.latency_ms
         if latency is not None:
-            c["latency_ms"] = round(latency, 3)
+            c["latency_ms"] = round(latency * 1000.0) / 1000.0    # to the µs; round(x, 3) is 4x slower
         cap = lane.max_concurrent           # available_permits(lane), inlined: once per member per request
         if cap is None:
             c["available_concurrency"] = UNBOUNDED_PERMITS - lane.inflight
