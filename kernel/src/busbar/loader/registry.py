@@ -177,8 +177,13 @@ def _make_call(plugin: LoadedPlugin, handle: object, grant: Grant) -> Callable[[
     strip, may_rewrite = seam.strip, seam.may_rewrite
 
     def call(payload: dict[str, Any]) -> dict[str, Any]:
-        if strip:
-            payload = seam.inbound(payload)
+        if strip:                       # inbound() only when a key it strips is there (no call otherwise)
+            req = payload.get("request")
+            if type(req) is dict:
+                for key in strip:
+                    if key in req:
+                        payload = seam.inbound(payload)
+                        break
         try:
             reply = fn(handle, payload)
         except Exception as exc:  # plugin code: mapped to our error at the seam
