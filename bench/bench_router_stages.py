@@ -10,8 +10,8 @@ Stages: ``PoolChain.plan`` (the whole decision), in it ``HookRun()`` (the run), 
 ``HookRun.message`` (the shape and prompt projection; in it ``body_view``, the one walk of the
 client's body), ``fire_inline`` (call and judge), in it ``run_inline`` (the metered call: clocks and
 GC accounting), in that ``HookFacade.decide_now`` (the plugin call through the loader's seam plus the
-reply parse ``read_decide``), in it the plugin's ``decide`` and in that the combined CEL program
-(``RuleSet._combined``), ``req_object`` and ``reply_for``; then ``PoolChain._planned`` (the plan),
+reply parse ``read_decide``), in it the plugin's ``decide`` and in that ``RuleSet.decide`` (the
+combined CEL program), ``req_object`` and ``reply_for``; then ``PoolChain._planned`` (the plan),
 ``Plan.pick`` (the ranked walk's pick) and ``HookRun.finish``.
 
 ``--trivial``: the plugin's call replaced by one that answers ``{"order": [2]}`` at once (the
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             import busbar_rules_hook as plugin  # the signed plugin, imported by the loader
             import busbar_sdk.rules as rules_mod
             _wrap(plugin.RulesHook, "decide", "plugin decide")
-            _wrap(rules_mod.RuleSet, "_combined", "CEL (combined program)")
+            _wrap(rules_mod.RuleSet, "decide", "RuleSet.decide (CEL)")
             _wrap(plugin, "req_object")
             _wrap(plugin, "reply_for")
         driver = br._Driver(create_app(AppState(gateway=gw)))

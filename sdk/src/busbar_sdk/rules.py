@@ -308,7 +308,10 @@ def reply_for(names: Sequence[str], mode: str, candidates: Sequence[Mapping[str,
         return {"restrict": {"tags_any": list(dict.fromkeys(tags))[:MAX_RESTRICT_TAGS]}}
     if len(names) == 1:                 # one name (the usual rule): no duplicate to skip
         n = names[0]
-        order = [int(c["idx"]) for c in candidates if c.get("model") == n or n in (c.get("tags") or ())]
+        order = []
+        for c in candidates:            # a loop, not a comprehension: no extra frame per request
+            if c.get("model") == n or n in (c.get("tags") or ()):
+                order.append(int(c["idx"]))
         return {"order": order} if order else {}
     order = []
     for n in names:

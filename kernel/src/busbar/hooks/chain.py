@@ -116,7 +116,10 @@ class PoolChain:
                 return Plan(ordering=True)
             gw.metrics.policy_selection(self.strategy or "", self.name)
             return Plan(order=tuple(ranking), policy=self.strategy, ordering=True)
-        members = [m for m in pool.members if m.index not in skip and m.usable(now)]
+        members = []
+        for m in pool.members:          # a loop, not a comprehension: no extra frame per request
+            if m.index not in skip and m.usable(now):
+                members.append(m)
         base = None
         if self.ranker is not None:
             if self.strategy == "usage":     # the caller's chain headroom (busbar.limits.signals)

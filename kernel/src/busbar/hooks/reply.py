@@ -135,9 +135,12 @@ def read_decide(reply: Any, known_idx: frozenset[int], prompt_grant: str) -> Abs
         return ABSTAIN
     if len(reply) == 1:                 # the everyday reply, {"order": [idx, ...]}: no other arm to weigh
         raw = reply.get("order")
-        if type(raw) is list:
-            order = _order_of(raw, known_idx)
-            return ABSTAIN if order is None else Arms(None, order)
+        if type(raw) is list:           # _order_of, inlined
+            seen: dict[int, None] = {}
+            for i in raw:
+                if type(i) is int and i in known_idx and i not in seen:
+                    seen[i] = None
+            return Arms(None, tuple(seen)) if seen else ABSTAIN
     if _rejects(reply):
         return read_reject(reply["reject"])
     if reply.get("rewrite") is not None and prompt_grant != "rw":
