@@ -227,6 +227,41 @@ def test_plugin_store_unresolved_with_the_catalog() -> None:
         "config.yaml: auth.chain: [] is an open front door: no client authentication (development only)"]
 
 
+class StoreCatalog(Catalog):
+    """A catalog serving one store plugin's manifest name and settings schema (None: it has none)."""
+
+    def __init__(self, name: str, schema: str | None, **kinds: str):
+        super().__init__(**kinds)
+        self.name, self.schema = name, schema
+
+    def name_of(self, name: str) -> str | None:
+        return self.name if name in self.kinds else None
+
+    def settings_schema_of(self, name: str) -> str | None:
+        return self.schema if name in self.kinds else None
+
+
+def test_store_settings_against_a_third_party_manifest_schema() -> None:
+    schema = ('{"type": "object", "additionalProperties": false, "required": ["table"], "properties": {'
+              '"table": {"type": "string", "minLength": 3}, "rcu": {"type": "integer", "maximum": 40000}}}')
+    text = "plugins: { enabled: true }\nstore: { module: dynamo, settings: { table: ab, rcu: 50000, wcu: 1 } }\n"
+    assert faults(text, plugins=StoreCatalog("acme-store-dynamo", schema, dynamo="store")) == [
+        "config.yaml: store.settings.wcu: unknown setting for the acme-store-dynamo store (it takes rcu, table)",
+        "config.yaml: store.settings.table: must be at least 3 characters",
+        "config.yaml: store.settings.rcu: must be <= 40000"]
+    open_schema = '{"type": "object", "properties": {"rcu": {"type": "number", "minimum": 1}}}'
+    assert faults(text.replace("rcu: 50000", "rcu: x"), plugins=StoreCatalog("dyn", open_schema, dynamo="store")) \
+        == ["config.yaml: store.settings.rcu: expected a number, got str"]
+
+
+def test_store_settings_unchecked_without_a_schema_or_the_catalog() -> None:
+    text = "plugins: { enabled: true }\nstore: { module: dynamo, settings: { anything: [1] } }\n"
+    assert warnings(text, plugins=StoreCatalog("acme-store-dynamo", None, dynamo="store")) == [
+        "config.yaml: auth.chain: [] is an open front door: no client authentication (development only)"]
+    assert warnings(text, plugins=Catalog(dynamo="store")) == [        # a catalog that serves no schemas
+        "config.yaml: auth.chain: [] is an open front door: no client authentication (development only)"]
+
+
 def test_memory_store_takes_no_settings() -> None:
     assert faults("store: { settings: { db_path: x.db } }\n") == [
         "config.yaml: store.settings: the compiled-in memory store takes no settings; remove them or choose a "

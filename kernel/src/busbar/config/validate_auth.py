@@ -5,11 +5,12 @@ kind: auth plugin: needs plugins.enabled, and with the loader's catalog a loadab
 passthrough with the keys verifier (the token forwarded would be a Busbar key),
 role_bindings faults (a binding under a module in no chain; a bound group that does not exist; a
 pool that does not exist), Admin token blank, Exposed admin without mTLS, Plugin store without
-plugins, Plugin store unresolved (with a catalog); the docs/config-at-a-glance.md#listen,
-docs/config-at-a-glance.md#tls rules of docs/configuration.md (host:port; PEM files that parse, a
-key that matches its certificate: ``busbar.server.tls.pem_faults``, the boot's own check); and the
-warnings chain: [] (open front door), admin_auth: [] (open admin), the ephemeral memory store with
-the keys verifier.
+plugins, Plugin store unresolved (with a catalog), store.settings against the store plugin's
+manifest settings schema (with a catalog; ``busbar_sdk.store.settings.schema_faults``); the
+docs/config-at-a-glance.md#listen, docs/config-at-a-glance.md#tls rules of docs/configuration.md
+(host:port; PEM files that parse, a key that matches its certificate: ``busbar.server.tls.pem_faults``,
+the boot's own check); and the warnings chain: [] (open front door), admin_auth: [] (open admin),
+the ephemeral memory store with the keys verifier.
 
 Secret values are resolved here only to judge them (blank token, PEM shape); nothing is kept.
 """
@@ -159,7 +160,8 @@ def check_auth(ctx: Any) -> None:
 
 
 def check_store(ctx: Any) -> None:
-    """store.module: memory takes no settings; anything else is a kind: store plugin."""
+    """store.module: memory takes no settings; anything else is a kind: store plugin, whose
+    ``store.settings`` are judged by its manifest settings schema when it has one."""
     store = ctx.cfg.store
     if store.module == "memory":
         if store.settings:
@@ -174,3 +176,26 @@ def check_store(ctx: Any) -> None:
             and ctx.plugins.kind_of(canonical) is not None:
         module = canonical
     ctx.plugin_ref(module, "store.module", kind="store")
+    _store_settings(ctx, module)
+
+
+def _store_settings(ctx: Any, module: str) -> None:
+    """``store.settings`` against the loadable store plugin's manifest ``settings_schema`` (with a
+    catalog that serves it; a plugin without one checks its settings itself at open). The lines are
+    the plugin's own (``busbar_sdk.store.settings``); settings reach the plugin verbatim, so a
+    ``{ env: ... }`` there is judged as the mapping it is, as the plugin would."""
+    catalog = ctx.plugins
+    schema_of = getattr(catalog, "settings_schema_of", None)
+    name_of = getattr(catalog, "name_of", None)
+    if schema_of is None or name_of is None or not ctx.cfg.plugins.enabled or catalog.kind_of(module) != "store":
+        return
+    schema = schema_of(module)
+    if schema is None:
+        return
+    from busbar_sdk.store.settings import schema_faults
+
+    from busbar.store import backend_name
+
+    for line in schema_faults(ctx.cfg.store.settings or {}, schema, backend_name(name_of(module))):
+        path, text = line.split(": ", 1)
+        ctx.err(path, text)

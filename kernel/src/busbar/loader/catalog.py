@@ -9,6 +9,7 @@ it *before* it imports any plugin code (docs/plugins.md#what-aborts-the-boot).
 
 - ``kind_of(name) -> str | None``: the manifest ``kind`` of the loadable plugin whose name or alias is
   ``name``; ``None`` when no loadable plugin answers to it.
+- ``name_of(name) -> str | None``: that plugin's manifest name (``None`` when none).
 - ``names_of(name) -> set[str]``: that plugin's name and alias (empty when none).
 - ``settings_schema_of(name) -> str | None``: the loadable plugin's signed manifest ``settings_schema``
   (the rules validation judges an instance's ``settings:`` by: required keys, egress URLs through the
@@ -43,6 +44,10 @@ class ManifestCatalog:
     def kind_of(self, name: str) -> str | None:
         r = self._loadable.get(name)
         return r.manifest.kind if r is not None and r.manifest is not None else None
+
+    def name_of(self, name: str) -> str | None:
+        r = self._loadable.get(name)
+        return r.manifest.name if r is not None and r.manifest is not None else None
 
     def names_of(self, name: str) -> set[str]:
         r = self._loadable.get(name)

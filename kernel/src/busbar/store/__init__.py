@@ -13,7 +13,7 @@ from typing import Any
 
 from busbar_sdk.store import MemoryStore, RemoteStore, Store, StoreError
 
-__all__ = ["ALIASES", "StoreBootError", "open_store", "select_store"]
+__all__ = ["ALIASES", "StoreBootError", "backend_name", "open_store", "select_store"]
 
 #: ``store.module`` aliases of the first-party store plugins (``redis`` is the 1.5.0 name).
 ALIASES: Mapping[str, str] = {
@@ -22,6 +22,12 @@ ALIASES: Mapping[str, str] = {
     "redis": "busbar-store-valkey",
     "valkey": "busbar-store-valkey",
 }
+
+
+def backend_name(plugin_name: str) -> str:
+    """The backend a store plugin's faults and records name: ``busbar-store-sqlite`` -> ``sqlite``;
+    a third-party plugin's manifest name unchanged."""
+    return plugin_name.removeprefix("busbar-store-")
 
 
 class StoreBootError(Exception):
@@ -73,7 +79,7 @@ def select_store(module: str, settings: Mapping[str, Any], plugins: Any) -> Stor
         raise StoreBootError([f"config.yaml: store.module: {plugin.file} has no async twin "
                               f"(busbar_call.busbar_acall); a store plugin must serve its operations "
                               f"asynchronously (busbar_sdk.store.export_store does)"])
-    return RemoteStore(instance.acall, backend=plugin.name.removeprefix("busbar-store-"))
+    return RemoteStore(instance.acall, backend=backend_name(plugin.name))
 
 
 async def open_store(store: Store) -> None:

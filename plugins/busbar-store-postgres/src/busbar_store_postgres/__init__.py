@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 from busbar_sdk.store import StoreInvalid, export_store
-from busbar_sdk.store.settings import REQUIRED, check_settings, redact_url
+from busbar_sdk.store.settings import check_settings, package_spec, redact_url
 from busbar_sdk.store.sql import SqlStore
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -24,7 +24,7 @@ __all__ = ["PostgresStore", "plugin"]
 
 __version__ = "1.5.0"
 
-_SPEC = {"url": (str, REQUIRED), "pool_size": (int, 5), "connect_timeout_secs": (int, 5)}
+_SPEC = package_spec(__name__)      # settings_schema.json: the rules the manifest declares
 _SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 
@@ -36,8 +36,9 @@ class PostgresStore(SqlStore):
         """Validate the settings and build the (unconnected) store.
 
         Raises:
-            StoreInvalid: unknown or mistyped settings, a URL that is not ``postgres://`` /
-                ``postgresql://`` or has no database, an unknown ``sslmode``, bad sizes.
+            StoreInvalid: settings against settings_schema.json (unknown, missing, mistyped,
+                out of range: :func:`check_settings`), a URL that is not ``postgres://`` /
+                ``postgresql://`` or has no database, an unknown ``sslmode``.
         """
         s = check_settings(settings, _SPEC, "postgres")
         url: str = s["url"]
@@ -55,10 +56,6 @@ class PostgresStore(SqlStore):
             if sslmode not in _SSLMODES:
                 raise StoreInvalid(f"store.settings.url: sslmode={sslmode} is not one of {', '.join(_SSLMODES)}")
             connect_args["ssl"] = sslmode
-        if not 1 <= s["pool_size"] <= 100:
-            raise StoreInvalid("store.settings.pool_size: must be between 1 and 100")
-        if not 1 <= s["connect_timeout_secs"] <= 300:
-            raise StoreInvalid("store.settings.connect_timeout_secs: must be between 1 and 300")
         target = urlunsplit(("postgresql+asyncpg", parts.netloc, parts.path, urlencode(query), ""))
         engine = create_async_engine(target, pool_size=s["pool_size"], max_overflow=0, pool_pre_ping=True,
                                      pool_recycle=1800, connect_args=connect_args)

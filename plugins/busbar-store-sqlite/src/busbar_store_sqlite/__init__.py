@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from busbar_sdk.store import StoreInvalid, export_store
-from busbar_sdk.store.settings import REQUIRED, check_settings
+from busbar_sdk.store.settings import check_settings, package_spec
 from busbar_sdk.store.sql import SqlStore
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -21,7 +21,7 @@ __all__ = ["SqliteStore", "plugin"]
 
 __version__ = "1.5.0"
 
-_SPEC = {"db_path": (str, REQUIRED), "busy_timeout_ms": (int, 5000)}
+_SPEC = package_spec(__name__)      # settings_schema.json: the rules the manifest declares
 
 
 class SqliteStore(SqlStore):
@@ -32,13 +32,12 @@ class SqliteStore(SqlStore):
         """Validate the settings and build the (unconnected) store.
 
         Raises:
-            StoreInvalid: unknown or mistyped settings, a negative timeout, or a ``db_path`` whose
+            StoreInvalid: settings against settings_schema.json (unknown, missing, mistyped,
+                out of range: :func:`check_settings`), or a ``db_path`` whose
                 directory is missing or not writable (the message names the path).
         """
         s = check_settings(settings, _SPEC, "sqlite")
         timeout = s["busy_timeout_ms"]
-        if timeout < 0:
-            raise StoreInvalid("store.settings.busy_timeout_ms: must be >= 0 (milliseconds)")
         path = Path(s["db_path"]).expanduser()
         parent = path.parent.resolve()
         if not parent.is_dir():

@@ -49,7 +49,7 @@ from busbar_sdk.store import (
     newer_schema_message,
 )
 from busbar_sdk.store.kv import check_kv
-from busbar_sdk.store.settings import REQUIRED, check_settings, redact_url
+from busbar_sdk.store.settings import check_settings, package_spec, redact_url
 from busbar_sdk.store.strict import StrictCharge, StrictCounter, StrictRelease, check_distinct
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, WatchError
@@ -59,7 +59,7 @@ __all__ = ["ValkeyStore", "plugin"]
 
 __version__ = "1.5.0"
 
-_SPEC = {"url": (str, REQUIRED), "prefix": (str, "busbar:"), "connect_timeout_secs": (int, 5)}
+_SPEC = package_spec(__name__)      # settings_schema.json: the rules the manifest declares
 _TIERS = ("input", "output", "cache_read", "cache_write")
 _METER = ("input", "output", "cache_read", "cache_write", "requests", "billable_requests")
 _SEP = "\x1f"
@@ -129,7 +129,8 @@ class ValkeyStore(Store):
         """Validate the settings and build the (unconnected) store.
 
         Raises:
-            StoreInvalid: unknown or mistyped settings, a URL that is not ``redis://``/``rediss://``.
+            StoreInvalid: settings against settings_schema.json (unknown, missing, mistyped,
+                out of range: :func:`check_settings`), a URL that is not ``redis://``/``rediss://``.
         """
         s = check_settings(settings, _SPEC, "valkey")
         parts = urlsplit(s["url"])
@@ -138,8 +139,6 @@ class ValkeyStore(Store):
                                f"not supported by the valkey store; use redis:// or rediss:// (TLS)")
         if not parts.hostname:
             raise StoreInvalid(f"store.settings.url: {redact_url(s['url'])} needs a host (redis://host:6379/0)")
-        if not 1 <= s["connect_timeout_secs"] <= 300:
-            raise StoreInvalid("store.settings.connect_timeout_secs: must be between 1 and 300")
         return cls(s["url"], s["prefix"], s["connect_timeout_secs"])
 
     # -- plumbing ----------------------------------------------------------------------------
