@@ -190,3 +190,39 @@ def test_a_store_without_expiring_values_answers_unsupported() -> None:
         asyncio.run(Store.kv_get(MemoryStore(), "k", 1))
     with pytest.raises(StoreUnsupported, match=r"^the memory store does not implement expiring values \(kv_put\)$"):
         asyncio.run(Store.kv_put(MemoryStore(), "k", "v", 1))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_counters_only_ever_added_to_are_swept(loop: Loop, store_backend: Callable[[str], Callable[[], Store]],
+                                               backend: str) -> None:
+    # a plugin that counts per user with add() alone (no admit() ever creates a counter): each
+    # user's hour leaves a row that must not outlive its expiry (an hour after the window)
+    st = StoreState(loop.bridge(store_backend(backend)()), "hook:x:0123456789abcdef", clock=Clock(T0))
+    for user in range(3):
+        st.add(f"tokens:user-{user}", 3600, 100 + user)
+    assert st.count("tokens:user-1", 3600) == 101
+    later = StoreState(st.bridge, st.namespace, clock=Clock(T0 + 3 * 3600))   # past the rows' expiry
+    later.add("tokens:user-9", 3600, 1)
+    assert [st.count(f"tokens:user-{u}", 3600) for u in range(3)] == [0, 0, 0]   # swept by that write
+    assert later.count("tokens:user-9", 3600) == 1
+
+
+def test_text_that_is_not_utf8_is_refused_before_any_io(loop: Loop) -> None:
+    st = StoreState(loop.bridge(MemoryStore()), "hook:x:0123456789abcdef")
+    for call, message in [
+        (lambda: st.put("k", "a\ud800", 10), "shared state: a value must be valid UTF-8 text (no lone surrogate)"),
+        (lambda: st.get("k\udfff"), "shared state: a key must be valid UTF-8 text (no lone surrogate)"),
+        (lambda: st.admit("c\ud800", 60, 1), "shared state: a counter name must be valid UTF-8 text (no lone "
+                                             "surrogate)"),
+    ]:
+        with pytest.raises(SharedStateInvalid) as e:
+            call()
+        assert str(e.value) == message
+
+
+def test_a_call_after_the_loop_closed_is_a_shared_state_error() -> None:
+    lp = Loop()
+    bridge = lp.bridge(MemoryStore())
+    lp.close()                                                     # the loop is gone, stop() never ran
+    with pytest.raises(SharedStateError, match=r"^shared state: the gateway's event loop is closed$"):
+        StoreState(bridge, "hook:x:1").get("k")

@@ -18,7 +18,7 @@ gateway's event loop: that raises :class:`SharedStateError`), bounded by ``timeo
   a store fault must never fail a request.
 
 Bounds: a key or counter name is 1..:data:`MAX_KEY_CHARS` characters; a value at most
-:data:`MAX_VALUE_BYTES` bytes of UTF-8 text; a ``ttl_s`` in (0, :data:`MAX_TTL_S`] (rounded up to
+:data:`MAX_VALUE_BYTES` bytes of UTF-8 text (keys and values without lone surrogates); a ``ttl_s`` in (0, :data:`MAX_TTL_S`] (rounded up to
 whole seconds); a counter window one of :data:`WINDOWS_S` (aligned to the Unix epoch: a minute
 window starts at ``now - now % 60``); ``cap`` and ``amount`` integers >= 0.
 
@@ -134,26 +134,36 @@ def check_key(key: object, what: str = "key") -> str:
     """``key`` when it is a ``str`` of 1..:data:`MAX_KEY_CHARS` characters.
 
     Raises:
-        SharedStateInvalid: otherwise, naming ``what``.
+        SharedStateInvalid: otherwise (or text with a lone surrogate), naming ``what``.
     """
     if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_CHARS:
         size = len(key) if isinstance(key, str) else type(key).__name__
         raise SharedStateInvalid(f"shared state: a {what} must be a string of 1..{MAX_KEY_CHARS} characters, "
                                  f"found {size}")
+    if not key.isascii():
+        _utf8(key, what)
     return key
+
+
+def _utf8(text: str, what: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate (which no store can keep) is :class:`SharedStateInvalid`."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SharedStateInvalid(f"shared state: a {what} must be valid UTF-8 text (no lone surrogate)") from None
 
 
 def check_put(key: object, value: object, ttl_s: object) -> int:
     """Validate ``put``'s arguments; returns the ttl in whole seconds (rounded up).
 
     Raises:
-        SharedStateInvalid: a bad key, a value that is not text or is over :data:`MAX_VALUE_BYTES`,
-            a ttl outside (0, :data:`MAX_TTL_S`].
+        SharedStateInvalid: a bad key, a value that is not text (or has a lone surrogate) or is over
+            :data:`MAX_VALUE_BYTES`, a ttl outside (0, :data:`MAX_TTL_S`].
     """
     check_key(key)
     if not isinstance(value, str):
         raise SharedStateInvalid(f"shared state: a value must be a string, found {type(value).__name__}")
-    size = len(value.encode("utf-8"))
+    size = len(_utf8(value, "value"))
     if size > MAX_VALUE_BYTES:
         raise SharedStateInvalid(f"shared state: a value must be at most {MAX_VALUE_BYTES} bytes of UTF-8, "
                                  f"found {size}")

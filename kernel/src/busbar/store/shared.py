@@ -82,8 +82,9 @@ class StoreBridge:
         """``await make()`` on the serving loop, waited for at most ``timeout_s`` seconds.
 
         Raises:
-            SharedStateError: not running, called on the loop's own thread, timed out (the
-                operation is cancelled; it may still have reached the store), or a store error.
+            SharedStateError: not running (stopped, or its loop closed), called on the loop's own
+                thread, timed out (the operation is cancelled; it may still have reached the
+                store), or a store error.
         """
         loop = self.loop
         if loop is None:
@@ -93,7 +94,12 @@ class StoreBridge:
 
         async def call() -> T:
             return await make()
-        future = asyncio.run_coroutine_threadsafe(call(), loop)
+        coro = call()
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, loop)
+        except RuntimeError:            # the loop closed under us (shutdown without stop())
+            coro.close()
+            raise SharedStateError("shared state: the gateway's event loop is closed") from None
         try:
             return future.result(timeout_s)
         except concurrent.futures.TimeoutError:

@@ -255,7 +255,7 @@ class SqlStore(Store):
         self._driver_pool = driver_pool
         self._pool: Any = None
         self._pool_lock = asyncio.Lock()
-        self._kv_swept = 0
+        self._kv_swept = self._strict_swept = 0
 
     # -- plumbing ----------------------------------------------------------------------------
     def _clean(self, text: str) -> str:
@@ -551,9 +551,13 @@ class SqlStore(Store):
         if not releases:
             return
         rows = [r.to_wire() for r in sorted(releases, key=lambda r: r.key)]        # one lock order: no deadlock
+        sweep, now = self._strict_sweep_due(releases)
         if self.engine.dialect.name == "postgresql":
             await self._pg_row(_PG_SETTLE_SQL, tuple([r[k] for r in rows] for k in (
                 "bucket", "window_start", "metric", "release", "add", "expires_at")))
+            if sweep:
+                async with self._tx() as conn:
+                    await conn.execute(sa.delete(STRICT).where(STRICT.c.expires_at < now))
             return
         stmt = self._ins(STRICT).values(bucket=sa.bindparam("bucket"), window_start=sa.bindparam("window_start"),
                                         metric=sa.bindparam("metric"), used=sa.bindparam("add"), reserved=0,
@@ -565,6 +569,18 @@ class SqlStore(Store):
                   "expires_at": stmt.excluded.expires_at})
         async with self._tx() as conn:
             await conn.execute(stmt, rows)
+            if sweep:
+                await conn.execute(sa.delete(STRICT).where(STRICT.c.expires_at < now))
+
+    def _strict_sweep_due(self, releases: list[StrictRelease]) -> tuple[bool, int]:
+        """``(due, now)``: a settle drops the expired counters at most once a minute per handle
+        (``now``: the latest window start of the call, a lower bound of the clock). Counters only
+        ever settled (a hook's ``add``) are never created by ``strict_admit``, whose creation sweeps."""
+        now = max(r.window_start for r in releases)
+        if now < self._strict_swept + KV_SWEEP_EVERY_S:
+            return False, now
+        self._strict_swept = now
+        return True, now
 
     async def strict_get(self, bucket: str, window_start: int, metric: str) -> StrictCounter:
         async with self._tx() as conn:
