@@ -4,22 +4,27 @@ with plain pluggy markers and no sdk (``@hookimpl(optionalhook=True)``), signed 
 - the instance receives its shared state once the store is open, and uses it from ``decide``: a
   windowed counter and an expiring value, read back on the next request;
 - an instance whose ``busbar_bind_state`` raises is logged once and keeps serving without state;
-- the memory store binds nothing (the state would be private to the process).
+- the memory store binds nothing (the state would be private to the process);
+- settings changed with ``PATCH /hooks/{name}/settings`` move the instance to the namespace of the
+  new settings (the one a node booted with them shares).
 
 Source: docs/plugins.md#shared-state.
 """
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 import httpx
 import pytest
+from busbar.store.shared import namespace_of
 from busbar_sdk.artifact import build_wheels, generate_signing_key
 
 from tests.fleet.conftest import fleet_yaml
 from tests.fleet.test_fleet import start_nodes
 from tests.plugins.helpers import run_pack, write_project
+from tests.support.gateway import free_port
 
 KEY = generate_signing_key()
 SOURCE = '''
@@ -52,6 +57,9 @@ def busbar_bind_state(handle, state):
 
 @hookimpl
 def busbar_call(handle, payload):
+    if "configure" in payload:
+        handle["settings"] = payload["configure"]["settings"]
+        return {"ack": {"settings_version": payload["configure"]["settings_version"]}}
     if payload.get("op") != "decide":
         return {}
     state = handle["state"]
@@ -124,5 +132,42 @@ def test_a_plain_pluggy_hook_gets_its_state_and_a_failing_bind_is_logged(
     try:
         assert [target(node.url, "stateful") for _ in range(2)] == ["m-free", "m-free"]
         assert "busbar_bind_state raised" not in node.logs()
+    finally:
+        node.stop()
+
+
+ADMIN = """
+admin_listen: "127.0.0.1:{admin_port}"
+auth:
+  admin_auth:
+    - admin-tokens: { token: { env: T_ADMIN_TOKEN } }
+"""
+
+
+def buckets(db_path: str) -> list[str]:
+    with sqlite3.connect(db_path) as db:
+        return sorted(row[0] for row in db.execute("SELECT DISTINCT bucket FROM busbar_strict"))
+
+
+@pytest.mark.slow
+def test_patched_settings_move_the_instance_to_their_namespace(
+        tmp_path: Path, mock, plugins_dir: Path, store_config, hook_tarball: Path) -> None:
+    plugdir = tmp_path / "plugins"
+    shutil.copytree(plugins_dir, plugdir)
+    shutil.copy(hook_tarball, plugdir)
+    module, settings = store_config("sqlite")
+    port = free_port()
+    node, = start_nodes(1, config(module, settings, mock.url, plugdir) + ADMIN.replace("{admin_port}", str(port)),
+                        tmp_path, env={"T_ADMIN_TOKEN": "adm-t0ken-5d1e"})
+    try:
+        target(node.url, "stateful")
+        before = namespace_of("stateful-hook", {"fail": False}, "no", "no")
+        assert buckets(settings["db_path"]) == [f"{before}:seen"]
+        r = httpx.patch(f"http://127.0.0.1:{port}/api/v1/admin/hooks/stateful-hook/settings", timeout=30,
+                        headers={"authorization": "Bearer adm-t0ken-5d1e"}, json={"settings": {"limit": 5}})
+        assert (r.status_code, r.json()["settings"]) == (200, {"fail": False, "limit": 5})
+        target(node.url, "stateful")
+        after = namespace_of("stateful-hook", {"fail": False, "limit": 5}, "no", "no")
+        assert buckets(settings["db_path"]) == sorted([f"{before}:seen", f"{after}:seen"])
     finally:
         node.stop()

@@ -24,6 +24,7 @@ from busbar.admin.context import admin_of, principal_of
 from busbar.admin.errors import AdminError
 from busbar.admin.models import ErrorBody
 from busbar.hooks.facade import HookFacade
+from busbar.store.shared import follow_settings
 
 router = APIRouter(tags=["hooks"])
 _ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409)}
@@ -128,6 +129,7 @@ async def patch_hook_settings(request: Request, name: str, body: SettingsPatch) 
         await ctx.audit.append("hook.configure", f"hook/{name}", "not_acknowledged", principal)
         raise AdminError("conflict", f"hook '{name}' did not acknowledge settings_version {version}; its "
                                      f"settings are unchanged (see the server log)")
+    follow_settings(f)                  # its shared state: the namespace of the new settings
     await ctx.audit.append("hook.configure", f"hook/{name}", "ok", principal)
     return {"name": f.name, "settings_version": f.settings_version, "acked": True,
             "settings": redact(f.settings)}

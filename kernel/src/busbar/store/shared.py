@@ -8,7 +8,8 @@ call from a plugin's worker thread to the store on the serving event loop
 :class:`~busbar_sdk.shared_state.SharedState` over it, every name prefixed with the instance's
 namespace (:func:`namespace_of`). :func:`bind_hooks` hands one to every instance of ``gw.hooks``
 whose plugin implements ``busbar_bind_state``, when the bridge runs on a shared store (not
-``memory``): at boot, after a plugin hot reload and after a config apply.
+``memory``): at boot, after a plugin hot reload and after a config apply; :func:`follow_settings`
+moves an instance's state to the namespace of the settings a ``PATCH`` gave it.
 
 Mapping onto the store: ``get``/``put`` are ``kv_get``/``kv_put`` (``busbar_sdk.store.kv``);
 ``admit`` is one ``strict_admit`` (metric ``requests``, bucket ``<namespace>:<counter>``, the
@@ -47,7 +48,7 @@ from busbar_sdk.store.strict import EXPIRY_GRACE_S
 if TYPE_CHECKING:
     from busbar.proxy.context import GatewayContext
 
-__all__ = ["StoreBridge", "StoreState", "bind_hooks", "namespace_of"]
+__all__ = ["StoreBridge", "StoreState", "bind_hooks", "follow_settings", "namespace_of"]
 
 log = logging.getLogger("busbar.hooks")
 T = TypeVar("T")
@@ -187,6 +188,18 @@ class StoreState:
 
     def __repr__(self) -> str:
         return f"StoreState({self.namespace!r}, backend={self.backend!r})"
+
+
+def follow_settings(facade: Any) -> bool:
+    """After ``facade`` acknowledged new settings (``PATCH /hooks/{name}/settings``): move its shared
+    state to the namespace of those settings, the one a node booted with them uses (so a changed
+    instance starts a new cache and budget, shared with the fleet's other instances of the same
+    settings). True when it had a state to move."""
+    state = getattr(facade, "state", None)
+    if not isinstance(state, StoreState):
+        return False
+    state.namespace = namespace_of(facade.name, facade.settings, facade.prompt, facade.user)
+    return True
 
 
 def bind_hooks(gw: GatewayContext) -> int:
