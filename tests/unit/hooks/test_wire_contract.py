@@ -220,3 +220,17 @@ def test_a_kernel_projection_parses_field_for_field_into_the_sdk_models() -> Non
     signal = sdk.parse_hook_message({"op": "decide", "candidates": [{"idx": 0, "gpu_free": 0.5}]})
     assert signal is not None and signal.candidates[0].gpu_free == 0.5   # type: ignore[union-attr]
     assert sdk.parse_hook_message({"op": "future-op"}) is None
+
+
+@pytest.mark.parametrize("order", [
+    [True, 1], [1.0, 2], [2, 2, 1, 2], [-1, 99, 0], [], [None, "1", [1]], [1 << 70, 0], list(range(5000)) + [0],
+    "0", {"0": 1}, None, 3, False,
+])
+def test_the_lone_order_fast_path_reads_as_the_full_path(order: Any) -> None:
+    # {"order": ...} alone takes read_decide's fast path; with a neutral second key, the full path
+    def read(raw: dict[str, Any]) -> Any:
+        try:
+            return read_decide(raw, KNOWN, "no")
+        except ReplyError as e:
+            return ("error", str(e), e.reason)
+    assert read({"order": order}) == read({"order": order, "abstain": False})
