@@ -161,7 +161,8 @@ def shared_store() -> Iterator[SimpleNamespace]:
 
     loop = Loop()
     bridge = loop.bridge(MemoryStore())
-    yield SimpleNamespace(bridge=bridge, new=lambda: StoreState(bridge, "hook:busbar-ai-router-hook:0123456789abcdef"))
+    yield SimpleNamespace(bridge=bridge, loop=loop,
+                          new=lambda: StoreState(bridge, "hook:busbar-ai-router-hook:0123456789abcdef"))
     loop.close()
 
 
@@ -229,3 +230,25 @@ def test_a_store_fault_falls_back_to_the_process_counted_and_logged_once(mods, s
     assert warnings == ["busbar-ai-router-hook: the shared store failed (budget: SharedStateError: shared state: "
                         "the store is not running); this process's own cache and budget serve meanwhile (counted "
                         "in router_store_errors_total)"]
+
+
+def test_what_was_counted_while_the_store_was_out_reaches_the_fleet_when_it_answers(mods, shared_store) -> None:
+    clock = [1000.0]
+    sh = mods.guards.Shared(clock=lambda: clock[0])
+    sh.state = shared_store.new()
+    budget = mods.guards.Budget(5, 1000, sh)
+    shared_store.bridge.stop()                                      # the store is out
+    assert budget.admit() is True                                   # this process's budget: counted here
+    budget.spend(600)
+    assert (budget.calls, budget.tokens, budget.unsent_calls, budget.unsent_tokens) == (1, 600, 1, 600)
+    lp = shared_store.loop
+    lp.loop.call_soon_threadsafe(shared_store.bridge.start, lp.loop)  # back
+    lp.run(__import__("asyncio").sleep(0))
+    clock[0] += 5.0
+    budget.spend(100)                                               # reaches the store: with what it missed
+    fleet = shared_store.new()
+    assert (fleet.count("calls", 60), fleet.count("tokens", 3600)) == (1, 700)
+    assert (budget.unsent_calls, budget.unsent_tokens) == (0, 0)
+    other = mods.guards.Budget(5, 1000, _shared(mods, shared_store.new()))
+    other.spend(300)
+    assert other.admit() is False                                   # the fleet's hour: 1000 spent

@@ -19,7 +19,10 @@ clock hour (windows aligned to the epoch). ``admit()`` checks both and counts th
 once either is spent, until its window turns over); ``spend(tokens)`` adds the reply's tokens.
 With a shared state, ``admit`` is the store's atomic check-and-count of the fleet's calls (after
 reading the fleet's tokens of the hour) and ``spend`` adds to the fleet's tokens; the in-process
-counters still count this process's share, and decide alone when the store does not answer.
+counters still count this process's share, and decide alone when the store does not answer. What
+was counted while the store did not answer (calls admitted, tokens spent) is handed to the fleet's
+counters with the next budget operation that reaches the store in the same window, so an outage
+does not leave the fleet's minute or hour short of them.
 
 All are thread-safe (the gate runs on worker threads).
 """
@@ -174,17 +177,41 @@ class Budget:
         self.shared = shared or Shared()
         self._minute = self._hour = -1
         self.calls = self.tokens = 0
+        #: Calls and tokens of the current windows counted here while the store did not answer.
+        self.unsent_calls = self.unsent_tokens = 0
         self._lock = threading.Lock()
 
     def _roll(self) -> None:
         now = self.clock()
         minute, hour = int(now // 60), int(now // 3600)
         if minute != self._minute:
-            self._minute, self.calls = minute, 0
+            self._minute, self.calls, self.unsent_calls = minute, 0, 0
         if hour != self._hour:
-            self._hour, self.tokens = hour, 0
+            self._hour, self.tokens, self.unsent_tokens = hour, 0, 0
+
+    def _send(self, st: Any) -> None:
+        """Hand the fleet's counters what this process counted while the store did not answer (put
+        back when the store fails again)."""
+        with self._lock:
+            self._roll()
+            calls, tokens = self.unsent_calls, self.unsent_tokens
+            self.unsent_calls = self.unsent_tokens = 0
+        if not calls and not tokens:
+            return
+        try:
+            if calls:
+                st.add("calls", 60, calls)
+                calls = 0
+            if tokens:
+                st.add("tokens", 3600, tokens)
+        except Exception:
+            with self._lock:
+                self.unsent_calls += calls
+                self.unsent_tokens += tokens
+            raise
 
     def _fleet_admit(self, st: Any) -> bool:
+        self._send(st)
         if self.max_tokens is not None and st.count("tokens", 3600) >= self.max_tokens:
             return False
         return self.max_calls is None or bool(st.admit("calls", 60, self.max_calls))
@@ -204,6 +231,8 @@ class Budget:
             elif not fleet:
                 return False
             self.calls += 1
+            if fleet is _MISS and self.shared.state is not None and self.max_calls is not None:
+                self.unsent_calls += 1
             return True
 
     def spend(self, tokens: int) -> None:
@@ -213,5 +242,13 @@ class Budget:
         with self._lock:
             self._roll()
             self.tokens += tokens
-        if self.max_tokens is not None:
-            self.shared.attempt("budget", lambda st: st.add("tokens", 3600, tokens))
+        if self.max_tokens is None:
+            return
+        if self.shared.attempt("budget", lambda st: self._spend_fleet(st, tokens)) is _MISS \
+                and self.shared.state is not None:
+            with self._lock:
+                self.unsent_tokens += tokens
+
+    def _spend_fleet(self, st: Any, tokens: int) -> None:
+        self._send(st)
+        st.add("tokens", 3600, tokens)
