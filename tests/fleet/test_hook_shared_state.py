@@ -6,7 +6,8 @@ with plain pluggy markers and no sdk (``@hookimpl(optionalhook=True)``), signed 
 - an instance whose ``busbar_bind_state`` raises is logged once and keeps serving without state;
 - the memory store binds nothing (the state would be private to the process);
 - settings changed with ``PATCH /hooks/{name}/settings`` move the instance to the namespace of the
-  new settings (the one a node booted with them shares).
+  new settings (the one a node booted with them shares); a pool naming the plugin by its alias shares
+  the namespace of one naming it by its name.
 
 Source: docs/plugins.md#shared-state.
 """
@@ -83,6 +84,9 @@ pools:
   failing:
     members: [ { model: m-bound }, { model: m-free } ]
     hooks: [ { module: stateful-hook, timeout_ms: 2000, settings: { fail: true } } ]
+  aliased:
+    members: [ { model: m-bound }, { model: m-free } ]
+    hooks: [ { module: stateful, timeout_ms: 2000, settings: { fail: false } } ]
 """
 
 
@@ -161,6 +165,7 @@ def test_patched_settings_move_the_instance_to_their_namespace(
                         tmp_path, env={"T_ADMIN_TOKEN": "adm-t0ken-5d1e"})
     try:
         target(node.url, "stateful")
+        target(node.url, "aliased")                 # named by its alias: the same instance settings
         before = namespace_of("stateful-hook", {"fail": False}, "no", "no")
         assert buckets(settings["db_path"]) == [f"{before}:seen"]
         r = httpx.patch(f"http://127.0.0.1:{port}/api/v1/admin/hooks/stateful-hook/settings", timeout=30,

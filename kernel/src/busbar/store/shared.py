@@ -116,8 +116,9 @@ class StoreBridge:
 
 
 def namespace_of(module: str, settings: Any, prompt: str, user: str) -> str:
-    """``hook:<module>:<16 hex digits>``: the module and a digest of the instance's settings and
-    grants, the same on every node that configures the same instance."""
+    """``hook:<module>:<16 hex digits>``: the module (the plugin's manifest name, not an alias) and
+    a digest of the instance's settings and grants, the same on every node that configures the
+    same instance."""
     blob = orjson.dumps({"settings": settings, "prompt": prompt, "user": user}, option=orjson.OPT_SORT_KEYS)
     return f"hook:{module}:{hashlib.sha256(blob).hexdigest()[:16]}"
 
@@ -198,8 +199,14 @@ def follow_settings(facade: Any) -> bool:
     state = getattr(facade, "state", None)
     if not isinstance(state, StoreState):
         return False
-    state.namespace = namespace_of(facade.name, facade.settings, facade.prompt, facade.user)
+    state.namespace = namespace_of(_module_of(facade), facade.settings, facade.prompt, facade.user)
     return True
+
+
+def _module_of(facade: Any) -> str:
+    """The plugin's manifest name (a ref may name it by its alias: one namespace for both)."""
+    name = getattr(getattr(facade.instance, "plugin", None), "name", None)
+    return name if isinstance(name, str) and name else str(facade.name)
 
 
 def bind_hooks(gw: GatewayContext) -> int:
@@ -216,7 +223,7 @@ def bind_hooks(gw: GatewayContext) -> int:
         binding = getattr(getattr(instance, "plugin", None), "binding", None)
         if f.state is not None or binding is None or binding.bind_state is None:
             continue
-        f.state = StoreState(bridge, namespace_of(f.name, f.boot_settings, f.prompt, f.user))
+        f.state = StoreState(bridge, namespace_of(_module_of(f), f.boot_settings, f.prompt, f.user))
         try:
             binding.bind_state(instance.handle, f.state)
             bound += 1
