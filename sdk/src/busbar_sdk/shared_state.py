@@ -18,9 +18,10 @@ gateway's event loop: that raises :class:`SharedStateError`), bounded by ``timeo
   a store fault must never fail a request.
 
 Bounds: a key or counter name is 1..:data:`MAX_KEY_CHARS` characters; a value at most
-:data:`MAX_VALUE_BYTES` bytes of UTF-8 text (keys and values without lone surrogates); a ``ttl_s`` in (0, :data:`MAX_TTL_S`] (rounded up to
-whole seconds); a counter window one of :data:`WINDOWS_S` (aligned to the Unix epoch: a minute
-window starts at ``now - now % 60``); ``cap`` and ``amount`` integers >= 0.
+:data:`MAX_VALUE_BYTES` bytes of UTF-8 text (keys and values without lone surrogates); a
+``ttl_s`` in (0, :data:`MAX_TTL_S`] (rounded up to whole seconds); a counter window one of
+:data:`WINDOWS_S` (aligned to the Unix epoch: a minute window starts at ``now - now % 60``);
+``cap`` and ``amount`` integers >= 0.
 
 Sidecar (out-of-process) hooks never receive a handle. A kernel older than this seam never calls
 ``busbar_bind_state`` (implement it with ``@hookimpl(optionalhook=True)`` so such a kernel still
