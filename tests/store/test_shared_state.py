@@ -226,3 +226,30 @@ def test_a_call_after_the_loop_closed_is_a_shared_state_error() -> None:
     lp.close()                                                     # the loop is gone, stop() never ran
     with pytest.raises(SharedStateError, match=r"^shared state: the gateway's event loop is closed$"):
         StoreState(bridge, "hook:x:1").get("k")
+
+
+def test_a_backlog_of_expired_values_is_swept_in_batches(loop: Loop, store_backend, tmp_path) -> None:
+    import sqlite3
+
+    from busbar_sdk.store.kv import KV_SWEEP_BATCH
+
+    factory = store_backend("sqlite")
+    writer, sweeper = factory(), factory()                         # two handles on one file
+    loop.run(writer.open())
+    loop.opened.append(writer)
+    for i in range(2 * KV_SWEEP_BATCH + 500):                      # expired as written (its own sweep ran first)
+        loop.run(writer.kv_put(f"hook:x:1:k{i}", "v", 1))
+    db, = tmp_path.glob("busbar-*.db")
+
+    def expired() -> int:
+        with sqlite3.connect(db) as c:
+            return int(c.execute("SELECT count(*) FROM busbar_kv WHERE expires_at = 1").fetchone()[0])
+    assert expired() == 2 * KV_SWEEP_BATCH + 499
+    loop.run(sweeper.open())
+    loop.opened.append(sweeper)
+    left = []
+    for _ in range(4):
+        loop.run(sweeper.kv_put("hook:x:1:live", "v", int(time.time()) + 600))
+        left.append(expired())
+    assert left == [KV_SWEEP_BATCH + 499, 499, 0, 0]                # a batch a write, then once a minute
+    assert loop.run(sweeper.kv_get("hook:x:1:live", int(time.time()))) == "v"

@@ -59,7 +59,7 @@ from busbar_sdk.store.errors import (
     StoreSchemaError,
     StoreUnavailable,
 )
-from busbar_sdk.store.kv import KV_SWEEP_EVERY_S, check_kv
+from busbar_sdk.store.kv import KV_SWEEP_BATCH, KV_SWEEP_EVERY_S, check_kv
 from busbar_sdk.store.records import (
     AuditRecord,
     CredentialMeta,
@@ -610,14 +610,22 @@ class SqlStore(Store):
             await self._pg_row(_PG_KV_PUT_SQL, (name, value, expires_at))
             if sweep:
                 async with self._tx() as conn:
-                    await conn.execute(sa.delete(KV).where(KV.c.expires_at <= now))
+                    await self._kv_sweep(conn, now)
             return
         stmt = self._ins(KV).values(name=name, value=value, expires_at=expires_at)
         async with self._tx() as conn:
             await conn.execute(stmt.on_conflict_do_update(index_elements=[KV.c.name], set_={
                 "value": stmt.excluded.value, "expires_at": stmt.excluded.expires_at}))
             if sweep:
-                await conn.execute(sa.delete(KV).where(KV.c.expires_at <= now))
+                await self._kv_sweep(conn, now)
+
+    async def _kv_sweep(self, conn: AsyncConnection, now: int) -> None:
+        """Drop at most ``KV_SWEEP_BATCH`` expired values (a backlog is never one long statement
+        inside a write someone waits for); a full batch leaves the next write to sweep again."""
+        stale = sa.select(KV.c.name).where(KV.c.expires_at <= now).limit(KV_SWEEP_BATCH)
+        done = await conn.execute(sa.delete(KV).where(KV.c.name.in_(stale.scalar_subquery())))
+        if done.rowcount >= KV_SWEEP_BATCH:
+            self._kv_swept = 0
 
     # -- metering ----------------------------------------------------------------------------
     async def add_metering(self, deltas: list[MeteringDelta]) -> None:
