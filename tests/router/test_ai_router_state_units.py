@@ -252,3 +252,36 @@ def test_what_was_counted_while_the_store_was_out_reaches_the_fleet_when_it_answ
     other = mods.guards.Budget(5, 1000, _shared(mods, shared_store.new()))
     other.spend(300)
     assert other.admit() is False                                   # the fleet's hour: 1000 spent
+
+
+class _Slow:
+    """A real shared state whose every answer takes ``delay`` s on the guards' clock (a store under load)."""
+
+    def __init__(self, state, clock, delay):  # type: ignore[no-untyped-def]
+        self.state, self.clock, self.delay = state, clock, delay
+
+    def __getattr__(self, name):  # type: ignore[no-untyped-def]
+        fn = getattr(self.state, name)
+
+        def slow(*args):  # type: ignore[no-untyped-def]
+            self.clock[0] += self.delay
+            return fn(*args)
+        return slow
+
+
+def test_a_slow_store_costs_one_operation_then_is_left_alone(mods, shared_store, caplog) -> None:
+    clock = [1000.0]
+    sh = mods.guards.Shared(clock=lambda: clock[0])
+    sh.state = _Slow(shared_store.new(), clock, 0.2)               # answers, in 200 ms each
+    budget = mods.guards.Budget(5, 1000, sh)
+    cache = mods.guards.Cache(10, 600, sh, "s", mods.gen.encode_hit, mods.gen.decode_hit)
+    with caplog.at_level("WARNING", logger="busbar.router"):
+        assert cache.get("k") == (None, None)                       # the store answered (slowly): a miss
+        assert budget.admit() is True                               # this process's budget: store left alone
+        budget.spend(10)
+        cache.put("k", {"a": 1.0})
+    assert clock[0] == 1000.2                                       # one slow operation, not five
+    assert sh.error_counts() == {"cache_get": 1}
+    assert [r.getMessage() for r in caplog.records if r.name == "busbar.router"] == [
+        "busbar-ai-router-hook: the shared store failed (cache_get: answered in 200 ms, over 100 ms); this "
+        "process's own cache and budget serve meanwhile (counted in router_store_errors_total)"]

@@ -7,7 +7,10 @@ only) and its faults: any exception from the store is counted by operation (``ca
 ``cache_put``, ``budget``), logged at most once a minute (logger ``busbar.router``), and the
 operation falls back to the in-process guard; the store is then left alone for
 :data:`RETRY_AFTER_S` seconds (a store that does not answer would otherwise cost every decision the
-handle's timeout, once per operation). A store fault never fails a request.
+handle's timeout, once per operation). An answer slower than :data:`SLOW_AFTER_S` is used, and
+counted and handled as a fault from then on (a store answering just under the handle's timeout
+would otherwise cost every decision that much once per operation, up to five times). A store
+fault never fails a request.
 
 :class:`DecisionCache`: an in-process LRU of ``size`` entries, each kept ``ttl_s`` seconds
 (``size: 0`` disables it). :class:`Cache`: that LRU first, then the store (``cache:<sha256 of the
@@ -45,6 +48,8 @@ T = TypeVar("T")
 WARN_EVERY_S = 60.0
 #: Seconds the store is left alone after a fault (this process's guards serve meanwhile).
 RETRY_AFTER_S = 5.0
+#: An answer slower than this (seconds) is a fault too: used, then the store is left alone.
+SLOW_AFTER_S = 0.1
 _MISS: Any = object()
 
 
@@ -68,23 +73,30 @@ class Shared:
         """``fn(state)``, or the sentinel :data:`_MISS` when there is no state, it failed (counted
         under ``op``, logged at most once a minute) or failed less than :data:`RETRY_AFTER_S` ago."""
         state = self.state
-        if state is None or self.clock() < self._retry_at:
+        started = self.clock()
+        if state is None or started < self._retry_at:
             return _MISS  # type: ignore[no-any-return]
         try:
-            return fn(state)
+            out = fn(state)
         except Exception as e:  # noqa: BLE001 - a store fault never fails the request
-            now = self.clock()
-            with self._lock:
-                self.errors[op] += 1
-                self._retry_at = now + RETRY_AFTER_S
-                warn = now >= self._warned_at + WARN_EVERY_S
-                if warn:
-                    self._warned_at = now
-            if warn:
-                log.warning("busbar-ai-router-hook: the shared store failed (%s: %s: %s); this process's own "
-                            "cache and budget serve meanwhile (counted in router_store_errors_total)",
-                            op, type(e).__name__, e)
+            self._fault(op, f"{type(e).__name__}: {e}")
             return _MISS  # type: ignore[no-any-return]
+        took = self.clock() - started
+        if took > SLOW_AFTER_S:
+            self._fault(op, f"answered in {took * 1000:.0f} ms, over {SLOW_AFTER_S * 1000:g} ms")
+        return out
+
+    def _fault(self, op: str, why: str) -> None:
+        now = self.clock()
+        with self._lock:
+            self.errors[op] += 1
+            self._retry_at = now + RETRY_AFTER_S
+            warn = now >= self._warned_at + WARN_EVERY_S
+            if warn:
+                self._warned_at = now
+        if warn:
+            log.warning("busbar-ai-router-hook: the shared store failed (%s: %s); this process's own cache and "
+                        "budget serve meanwhile (counted in router_store_errors_total)", op, why)
 
 
 class DecisionCache:
