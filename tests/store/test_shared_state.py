@@ -253,3 +253,16 @@ def test_a_backlog_of_expired_values_is_swept_in_batches(loop: Loop, store_backe
         left.append(expired())
     assert left == [KV_SWEEP_BATCH + 499, 499, 0, 0]                # a batch a write, then once a minute
     assert loop.run(sweeper.kv_get("hook:x:1:live", int(time.time()))) == "v"
+
+
+def test_a_key_spelling_another_instances_namespace_stays_in_its_own(loop: Loop) -> None:
+    bridge = loop.bridge(MemoryStore())
+    ns_a = namespace_of("busbar-ai-router-hook", {"a": 1}, "ro", "no")
+    ns_b = namespace_of("busbar-ai-router-hook", {"a": 2}, "ro", "no")
+    a, b = StoreState(bridge, ns_a), StoreState(bridge, ns_b)
+    b.put("k", "b's value", 60)
+    b.add("calls", 60, 3)
+    digest_b = ns_b.rsplit(":", 1)[1]
+    for key in (f"{ns_b}:k", f"{digest_b}:k", f":{digest_b}:k", "../k", f"*{digest_b}*", "k"):
+        assert a.get(key) is None
+    assert (a.count(f"{digest_b}:calls", 60), a.count("calls", 60), b.count("calls", 60)) == (0, 0, 3)
