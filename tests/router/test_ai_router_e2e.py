@@ -201,6 +201,8 @@ GOOD_BUT = """
 
 BAD_SETTINGS = [
     ("engine: bogus", "settings.engine: 'bogus' is not an engine (decision, generative)"),
+    ("budget: { max_calls_per_minute: 9007199254740993 }",
+     "settings.budget.max_calls_per_minute: must be at most 9007199254740992, found 9007199254740993"),
     ("state: { redact: ['$.messages[[0'] }", "settings.state.redact[0]: '$.messages[[0' is not a JSONPath: Parse "
                                              "error at 1:11 near token [ ([)"),
     ("when: 'req.stream &&'", "settings.when: CEL: INVALID_ARGUMENT: ERROR: <input>:1:14: Syntax error: mismatched "

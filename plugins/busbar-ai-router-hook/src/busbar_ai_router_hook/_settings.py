@@ -99,12 +99,18 @@ def _num(raw: dict[str, Any], key: str, default: float, lo: float, hi: float, wh
     return float(v)
 
 
-def _int(raw: dict[str, Any], key: str, default: int | None, lo: int, where: str) -> int | None:
+#: The largest budget cap (2**53): the fleet's counters are 64-bit integers in every store, and a
+#: cap near 2**63 would overflow the sum a shared-store admission compares against it.
+BUDGET_MAX = 2**53
+def _int(raw: dict[str, Any], key: str, default: int | None, lo: int, where: str,
+         hi: int | None = None) -> int | None:
     v = raw.get(key, default)
     if v is None:
         return None
     if type(v) is not int or v < lo:
         raise SettingsError(f"{where}.{key}: must be an integer >= {lo}, found {v!r}")
+    if hi is not None and v > hi:
+        raise SettingsError(f"{where}.{key}: must be at most {hi}, found {v!r}")
     return v
 
 
@@ -221,8 +227,8 @@ def parse(raw: Any) -> Settings:
         redact=tuple(redact), redact_src=tuple(redact_src), when=when,
         cache_size=int(_int(cache, "size", 10000, 0, "settings.cache") or 0),
         cache_ttl_s=_num(cache, "ttl", 600, 0, 86400 * 30, "settings.cache"), cache_key=key,
-        max_calls_per_minute=_int(budget, "max_calls_per_minute", None, 0, "settings.budget"),
-        max_tokens_per_hour=_int(budget, "max_tokens_per_hour", None, 0, "settings.budget"),
+        max_calls_per_minute=_int(budget, "max_calls_per_minute", None, 0, "settings.budget", BUDGET_MAX),
+        max_tokens_per_hour=_int(budget, "max_tokens_per_hour", None, 0, "settings.budget", BUDGET_MAX),
         timeout_ms=int(_int(raw, "timeout", 1000, 1, "settings") or 1000), fallback=fallback,
         req_fields=fields_of([raw.get("when", ""), cache.get("key", "")]).union(*(f.fields for f in fallback)),
         generative=generative)
