@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from busbar.store.shared import StoreBridge, StoreState, namespace_of
-from busbar_sdk.shared_state import (DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, SharedState, SharedStateError,
-                                     SharedStateInvalid)
+from busbar_sdk.shared_state import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, SharedState, SharedStateError, SharedStateInvalid
 from busbar_sdk.store import MemoryStore, Store, StoreUnsupported
 
 #: 40 s into the first minute of an hour, a day ahead (the stores sweep rows expired by the real
