@@ -24,25 +24,11 @@ from busbar_sdk.artifact import build_wheels, generate_signing_key
 
 from tests.fleet.conftest import fleet_yaml
 from tests.fleet.test_fleet import start_nodes
-from tests.plugins.helpers import run_pack, write_project
+from tests.plugins.helpers import PLAIN_HOOK_HEAD, run_pack, write_project
 from tests.support.gateway import free_port
 
 KEY = generate_signing_key()
-SOURCE = '''
-import pluggy
-
-hookimpl = pluggy.HookimplMarker("busbar")
-
-
-@hookimpl
-def busbar_abi():
-    return 1
-
-
-@hookimpl
-def busbar_plugin_kind():
-    return "hook"
-
+SOURCE = PLAIN_HOOK_HEAD + '''
 
 @hookimpl
 def busbar_open(settings):
@@ -101,6 +87,15 @@ def hook_tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture
+def plugdir(tmp_path: Path, plugins_dir: Path, hook_tarball: Path) -> Path:
+    """The fleet's store tarballs plus the stateful hook's."""
+    out = tmp_path / "plugins"
+    shutil.copytree(plugins_dir, out)
+    shutil.copy(hook_tarball, out)
+    return out
+
+
 def config(module: str, settings: dict, mock_url: str, plugins: Path) -> str:
     trust = f'{{ enabled: true, dir: {plugins}, trust: {{ publishers: [ {{ name: acme, public_key: "{KEY[1]}" }} ] }} }}'
     yaml = fleet_yaml(module, settings, mock_url, plugins).replace(f"{{ enabled: true, dir: {plugins} }}", trust)
@@ -116,10 +111,7 @@ def target(url: str, pool: str) -> str:
 
 @pytest.mark.slow
 def test_a_plain_pluggy_hook_gets_its_state_and_a_failing_bind_is_logged(
-        tmp_path: Path, mock, plugins_dir: Path, store_config, hook_tarball: Path) -> None:
-    plugdir = tmp_path / "plugins"
-    shutil.copytree(plugins_dir, plugdir)
-    shutil.copy(hook_tarball, plugdir)
+        tmp_path: Path, mock, plugdir: Path, store_config) -> None:
     module, settings = store_config("sqlite")
     node, = start_nodes(1, config(module, settings, mock.url, plugdir), tmp_path)
     try:
@@ -155,10 +147,7 @@ def buckets(db_path: str) -> list[str]:
 
 @pytest.mark.slow
 def test_patched_settings_move_the_instance_to_their_namespace(
-        tmp_path: Path, mock, plugins_dir: Path, store_config, hook_tarball: Path) -> None:
-    plugdir = tmp_path / "plugins"
-    shutil.copytree(plugins_dir, plugdir)
-    shutil.copy(hook_tarball, plugdir)
+        tmp_path: Path, mock, plugdir: Path, store_config) -> None:
     module, settings = store_config("sqlite")
     port = free_port()
     node, = start_nodes(1, config(module, settings, mock.url, plugdir) + ADMIN.replace("{admin_port}", str(port)),

@@ -15,12 +15,12 @@ from busbar_plugin_pack.cli import main as pack_main
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "hooks" / "hello-order"
 
-PLAIN_HOOK = '''
-"""A hook written with plain pluggy markers and no sdk."""
+#: The head of a hook module written with plain pluggy markers: the marker, ``busbar_abi`` and
+#: ``busbar_plugin_kind`` (no braces: it may precede a ``str.format`` template).
+PLAIN_HOOK_HEAD = '''
 import pluggy
 
 hookimpl = pluggy.HookimplMarker("busbar")
-VERSION = {version}
 
 
 @hookimpl
@@ -31,6 +31,10 @@ def busbar_abi():
 @hookimpl
 def busbar_plugin_kind():
     return "hook"
+'''
+
+PLAIN_HOOK = '"""A hook written with plain pluggy markers and no sdk."""\n' + PLAIN_HOOK_HEAD + '''
+VERSION = {version}
 
 
 @hookimpl
