@@ -165,6 +165,46 @@ def test_close_flushes_once_more_and_counts_what_could_not_be_sent() -> None:
     assert b.lost == {"usage": 1, "metering": 1} and b.pending == 0
 
 
+
+class Hanging(MemoryStore):
+    """A store whose writes hang until ``release`` is set (a store that accepts and never answers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.entered = asyncio.Event()
+
+    async def add_metering(self, deltas: list[MeteringDelta]) -> None:
+        self.entered.set()
+        await self.release.wait()
+        await super().add_metering(deltas)
+
+
+def test_a_batch_on_the_wire_still_counts_as_pending_and_a_hung_close_counts_it_lost(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> tuple[list[float], UsageFlusher]:
+        registry = CollectorRegistry()
+        store = Hanging()
+        f = UsageFlusher(store, registry=registry)
+        f.add_metering(MeteringDelta(day="2026-12-01", key_id="k", model="m", provider="p", requests=1))
+        flushing = asyncio.create_task(f.flush())
+        await store.entered.wait()
+        seen = [float(f.pending), _metric(registry, "busbar_store_flush_pending_rows")]
+        store.release.set()
+        assert await flushing is True
+        seen += [float(f.pending), _metric(registry, "busbar_store_flush_pending_rows")]
+        hung = Hanging()
+        g = UsageFlusher(hung)
+        g.add_metering(MeteringDelta(day="2026-12-01", key_id="k", model="m", provider="p", requests=1))
+        await g.close(shutdown_timeout_s=0.05)
+        return seen, g
+    seen, g = asyncio.run(main())
+    assert seen == [1.0, 1.0, 0.0, 0.0]
+    assert g.lost == {"usage": 0, "metering": 1} and g.pending == 0
+    assert "store (memory): dropped 1 pending metering row(s); the store copy of the ledger is short by them" \
+        in caplog.text
+
+
 _NODE = textwrap.dedent("""
     import asyncio, json, sys, time
     sys.path.insert(0, sys.argv[1])

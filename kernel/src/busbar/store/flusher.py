@@ -55,6 +55,7 @@ class UsageFlusher:
         self._usage: dict[tuple[str, int], UsageDelta] = {}
         self._metering: dict[tuple[str, str, str, str], MeteringDelta] = {}
         self._oldest: float | None = None
+        self._inflight = 0
         self._outage = False
         self._closed = False
         self.lost = {"usage": 0, "metering": 0}
@@ -70,7 +71,7 @@ class UsageFlusher:
                                       registry=registry)
             self._m_fail = Counter("busbar_store_flush_failures", "Flushes that failed", registry=registry)
             Gauge("busbar_store_flush_pending_rows", "Rows waiting for the next flush",
-                  registry=registry).set_function(lambda: len(self._usage) + len(self._metering))
+                  registry=registry).set_function(lambda: self.pending)
             Gauge("busbar_store_flush_lag_seconds", "Age of the oldest unflushed delta",
                   registry=registry).set_function(self.lag_s)
 
@@ -120,8 +121,8 @@ class UsageFlusher:
 
     @property
     def pending(self) -> int:
-        """Rows waiting for the next flush."""
-        return len(self._usage) + len(self._metering)
+        """Rows not yet in the store: waiting for the next flush or on the wire in this one."""
+        return len(self._usage) + len(self._metering) + self._inflight
 
     # -- flushing ----------------------------------------------------------------------------
     async def flush(self) -> bool:
@@ -134,20 +135,37 @@ class UsageFlusher:
         if self._usage:
             usage, self._usage = self._usage, {}
             items = [UsageItem(b, w, d) for (b, w), d in usage.items() if not d.is_zero()]
-            outcome = await self._send("usage", len(items), lambda: self.store.add_usage(items))
+            outcome = await self._in_flight(len(usage), self._send("usage", len(items),
+                                                                   lambda: self.store.add_usage(items)),
+                                            lambda: self._requeue_usage(usage))
             if outcome == "retry":
                 self._requeue_usage(usage)
             ok &= outcome == "sent"
         if self._metering:
             metering, self._metering = self._metering, {}
             rows = list(metering.values())
-            outcome = await self._send("metering", len(rows), lambda: self.store.add_metering(rows))
+            outcome = await self._in_flight(len(rows), self._send("metering", len(rows),
+                                                                  lambda: self.store.add_metering(rows)),
+                                            lambda: self._requeue_metering(metering))
             if outcome == "retry":
                 self._requeue_metering(metering)
             ok &= outcome == "sent"
         if not self._usage and not self._metering:
             self._oldest = None
         return ok
+
+    async def _in_flight(self, n: int, send: Awaitable[str], requeue: Callable[[], None]) -> str:
+        """Await ``send`` with its ``n`` rows counted as pending (the gauge does not dip to 0 while a
+        batch is on the wire); when cancelled (``close``'s bound ran out) the batch goes back to
+        pending first, so ``close`` counts it lost instead of losing it silently."""
+        self._inflight += n
+        try:
+            return await send
+        except asyncio.CancelledError:
+            requeue()
+            raise
+        finally:
+            self._inflight -= n
 
     async def _send(self, kind: str, n: int, call: Callable[[], Awaitable[None]]) -> str:
         """Send one batch of ``n`` rows: ``"sent"``, ``"retry"`` (store unavailable: the caller keeps
