@@ -70,3 +70,35 @@ def test_cli_hooks_status(hooks_gw: AdminGateway) -> None:
     assert lines[0] == ["HOOK", "SUPPORTED", "VERSION", "DESIRED", "DRIFT", "METRICS"]
     name, supported, version, desired, drift = lines[1][:5]
     assert (name, supported, drift, version == desired) == (HOOK, "True", "in_sync", True)
+
+
+def test_a_patch_whose_cel_does_not_compile_answers_400_and_changes_nothing(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The rules hook's ``when`` is an ``x-busbar-cel`` setting: the kernel compiles it before the
+    push, so a bad expression is the caller's 400 (the key path and CEL's own message), not a
+    configure the hook refuses (409)."""
+    tmp = tmp_path_factory.mktemp("rules")
+    plugins = tmp / "plugins"
+    plugins.mkdir()
+    shutil.copy(ROOT / "dist" / "plugins" / "busbar-rules-hook-1.5.0.tar.gz", plugins)
+    rules = "busbar-rules"
+    g = AdminGateway(tmp, f"plugins: {{ enabled: true, dir: {plugins} }}\n"
+                          f"global_hooks:\n  - {{ module: {rules}, timeout_ms: 25, on_error: nothing, "
+                          f"settings: {{ rules: [ {{ when: 'req.stream', to: [gpt] }} ] }} }}\n")
+    g.start()
+    try:
+        bad = g.client.patch(f"/hooks/{rules}/settings",
+                             json={"settings": {"rules": [{"when": "req.stream", "to": ["gpt"]},
+                                                          {"when": "req.total_chars >", "to": ["gpt"]}]}})
+        assert (bad.status_code, bad.json()) == (400, {"error": {"code": "invalid_request", "message": (
+            f"hook '{rules}': settings.rules[1].when: CEL: INVALID_ARGUMENT: ERROR: <input>:1:18: Syntax error: "
+            "mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, "
+            "NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} | req.total_chars > | .................^ "
+            "[INVALID_ARGUMENT]")}})
+        one = g.client.get(f"/hooks/{rules}").json()
+        assert (one["settings_version"], one["settings"]) == (1, {"rules": [{"when": "req.stream", "to": ["gpt"]}]})
+        ok = g.client.patch(f"/hooks/{rules}/settings",
+                            json={"settings": {"rules": [{"when": "req.total_chars > 9", "to": ["gpt"]}]}})
+        assert (ok.status_code, ok.json()["settings_version"]) == (200, 2)
+    finally:
+        g.stop()

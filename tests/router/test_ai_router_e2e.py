@@ -205,10 +205,6 @@ BAD_SETTINGS = [
      "settings.budget.max_calls_per_minute: must be at most 9007199254740992, found 9007199254740993"),
     ("state: { redact: ['$.messages[[0'] }", "settings.state.redact[0]: '$.messages[[0' is not a JSONPath: Parse "
                                              "error at 1:11 near token [ ([)"),
-    ("when: 'req.stream &&'", "settings.when: CEL: INVALID_ARGUMENT: ERROR: <input>:1:14: Syntax error: mismatched "
-                              "input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', "
-                              "NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} | req.stream && | "
-                              ".............^ [INVALID_ARGUMENT]"),
 ]
 
 
@@ -216,6 +212,30 @@ def test_bad_settings_refuse_the_boot_naming_the_setting(tmp_path, mock, router_
     """One boot, one line per faulty instance (every instance is opened before the boot gives up)."""
     pools = "pools:\n" + "".join(GOOD_BUT.format(i=i, setting=s).lstrip("\n") for i, (s, _) in enumerate(BAD_SETTINGS))
     _assert_open_refused(tmp_path, mock, router_plugins, pools, [message for _, message in BAD_SETTINGS])
+
+
+_CEL_EOF = ("CEL: INVALID_ARGUMENT: ERROR: <input>:1:14: Syntax error: mismatched input '<EOF>' expecting {'[', '{', "
+            "'(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} | "
+            "req.stream && | .............^ [INVALID_ARGUMENT]")
+
+
+@pytest.mark.parametrize("flags", [(), ("--validate",)])
+def test_every_cel_setting_that_does_not_compile_is_refused_by_validate_and_boot_alike(
+        tmp_path, mock, router_plugins, flags) -> None:
+    """when, cache.key and a fallback rule's when are x-busbar-cel settings: the kernel compiles them
+    before any plugin is opened, so --validate refuses what the boot would, with the same lines."""
+    pools = "pools:\n" + "".join(GOOD_BUT.format(i=i, setting=s).lstrip("\n") for i, s in enumerate([
+        "when: 'req.stream &&'",
+        "cache: { key: 'req.stream &&' }",
+        "fallback: [ { rules: [ { when: 'req.has_tools', to: [m-code] }, { when: 'req.stream &&', to: [m-math] } ] } ]",
+        "when: 'req.stream'",
+    ]))
+    code, lines = _boot(tmp_path, mock, router_plugins, pools, *flags)
+    assert (code, lines) == (2, [
+        f"config.yaml: pools.p0.hooks[0].settings.when: {_CEL_EOF}",
+        f"config.yaml: pools.p1.hooks[0].settings.cache.key: {_CEL_EOF}",
+        f"config.yaml: pools.p2.hooks[0].settings.fallback[0].rules[1].when: {_CEL_EOF}",
+        "busbar: 3 config error(s); refusing to start"])
 
 
 def test_the_shipped_example_cases_through_hooks_test_and_route(tmp_path, router_plugins) -> None:

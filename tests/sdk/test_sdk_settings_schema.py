@@ -107,3 +107,18 @@ def test_the_rules_hooks_schema_marks_its_header_allowlist() -> None:
 
     schema = (REPO / "plugins" / "busbar-rules-hook" / "src" / "busbar_rules_hook" / "settings_schema.json").read_text()
     assert header_names(schema, {"headers": ["X-Tenant"], "rules": []}) == ("x-tenant",)
+
+
+def test_cel_texts_are_every_marked_string_by_key_path_and_the_first_party_routers_mark_theirs() -> None:
+    from busbar_sdk.settings_schema import cel_texts
+
+    plugins = REPO / "plugins"
+    rules = (plugins / "busbar-rules-hook" / "src" / "busbar_rules_hook" / "settings_schema.json").read_text()
+    router = (plugins / "busbar-ai-router-hook" / "src" / "busbar_ai_router_hook" / "settings_schema.json").read_text()
+    assert cel_texts(rules, {"rules": [{"when": "req.stream", "to": ["a"]}, {"when": 7, "to": ["b"]},
+                                       {"when": "", "to": ["c"]}]}) == [("rules[0].when", "req.stream"),
+                                                                          ("rules[2].when", "")]
+    assert cel_texts(router, {"when": "true", "cache": {"key": "req.pool"}, "candidates": [],
+                              "fallback": [{"rules": [{"when": "req.has_tools", "to": ["x"]}]}]}) == [
+        ("when", "true"), ("cache.key", "req.pool"), ("fallback[0].rules[0].when", "req.has_tools")]
+    assert cel_texts(None, {"when": "x"}) == [] and cel_texts(rules, {}) == []

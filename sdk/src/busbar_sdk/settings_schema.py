@@ -37,6 +37,11 @@ keyword (value ``true``)    meaning
                             every such list, and refuses a credential header
                             (:data:`CREDENTIAL_HEADERS`) or a name that is not an HTTP token at
                             boot. :func:`header_names`, :func:`header_faults`.
+``x-busbar-cel``            on a ``"type": "string"`` schema at any depth: the value is a CEL
+                            expression over ``req`` (docs/router.md#the-req-object); the kernel
+                            compiles it with :func:`busbar_sdk.rules.compile_expr`, the plugin's
+                            own compiler, and refuses one that does not compile with CEL's message.
+                            :func:`cel_texts`, :func:`cel_faults`.
 ``x-busbar-status-metrics`` at the schema's top level (value ``true``): the kernel exports the
                             counters, gauges and quantiles this plugin reports in its ``status``
                             reply on ``/metrics`` as ``busbar_<name>{hook, <labels>}`` (read at
@@ -61,11 +66,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CREDENTIAL_HEADERS", "EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "GATEWAY_MODEL_KEYWORD",
+__all__ = ["CEL_KEYWORD", "CREDENTIAL_HEADERS", "EGRESS_ALLOW_KEYWORD", "EGRESS_URL_KEYWORD", "GATEWAY_MODEL_KEYWORD",
            "GATEWAY_POOL_KEYWORD", "HEADERS_KEYWORD", "NO_RULES", "GatewayRefs", "POOL_MEMBER_KEYWORD",
-           "SettingsRules", "STATUS_METRICS_KEYWORD", "WITHIN_TIMEOUT_KEYWORD", "deadline_settings",
-           "exports_status_metrics", "gateway_refs", "header_faults", "header_names", "is_credential_header",
-           "member_names", "settings_rules"]
+           "SettingsRules", "STATUS_METRICS_KEYWORD", "WITHIN_TIMEOUT_KEYWORD", "cel_faults", "cel_texts",
+           "deadline_settings", "exports_status_metrics", "gateway_refs", "header_faults", "header_names",
+           "is_credential_header", "member_names", "settings_rules"]
 
 EGRESS_URL_KEYWORD = "x-busbar-egress-url"
 EGRESS_ALLOW_KEYWORD = "x-busbar-egress-allow"
@@ -75,6 +80,7 @@ STATUS_METRICS_KEYWORD = "x-busbar-status-metrics"
 GATEWAY_POOL_KEYWORD = "x-busbar-gateway-pool"
 GATEWAY_MODEL_KEYWORD = "x-busbar-gateway-model"
 HEADERS_KEYWORD = "x-busbar-headers"
+CEL_KEYWORD = "x-busbar-cel"
 
 #: Request headers that carry a credential (the caller's key, a session, a signature): never
 #: projected to a hook, whatever its settings list; so is every ``x-amz-*`` header (SigV4).
@@ -167,6 +173,20 @@ def member_names(schema: str | Mapping[str, Any] | None, settings: Any) -> list[
     node = json.loads(schema) if isinstance(schema, str) else schema
     found: list[tuple[str, Any]] = []
     _walk_marked(node, settings, "", POOL_MEMBER_KEYWORD, found)
+    return [(path, value) for path, value in found if isinstance(value, str)]
+
+
+def cel_texts(schema: str | Mapping[str, Any] | None, settings: Any) -> list[tuple[str, str]]:
+    """Every string of ``settings`` that ``schema`` marks ``x-busbar-cel`` (a CEL expression), as
+    ``(key path under settings, text)`` in document order, e.g. ``("fallback[0].rules[2].when", "req.stream")``.
+
+    Walks as :func:`member_names` does; values of another type are skipped (the plugin reports them).
+    """
+    if schema is None:
+        return []
+    node = json.loads(schema) if isinstance(schema, str) else schema
+    found: list[tuple[str, Any]] = []
+    _walk_marked(node, settings, "", CEL_KEYWORD, found)
     return [(path, value) for path, value in found if isinstance(value, str)]
 
 
@@ -276,6 +296,27 @@ def header_faults(schema: str | Mapping[str, Any] | None, settings: Any) -> list
                 out.append((where, f"'{name}' carries a credential; credentials are never projected to a hook "
                                    f"(authorization, proxy-authorization, x-api-key, x-goog-api-key, api-key, "
                                    f"cookie, set-cookie, x-amz-*): remove it"))
+    return out
+
+
+def cel_faults(schema: str | Mapping[str, Any] | None, settings: Any) -> list[tuple[str, str]]:
+    """``(key path under settings, text)`` for every :func:`cel_texts` expression that does not
+    compile, the text being the plugin's own line after its key path (``CEL: INVALID_ARGUMENT: ...``
+    from :func:`busbar_sdk.rules.compile_expr`). Empty when every one compiles, or when the CEL
+    library is not installed (a plugin that needs it is refused by its ``requires_dist`` then)."""
+    import importlib.util
+
+    texts = cel_texts(schema, settings)
+    if not texts or importlib.util.find_spec("cel_expr_python") is None:
+        return []
+    from busbar_sdk.rules import RulesError, compile_expr
+
+    out: list[tuple[str, str]] = []
+    for where, text in texts:
+        try:
+            compile_expr(text, where)
+        except RulesError as e:
+            out.append((where, str(e).removeprefix(f"{where}: ")))
     return out
 
 

@@ -4,7 +4,7 @@ Rows (docs/configuration.md#startup-checks): Pool hooks: names more than one ord
 name not a built-in strategy; Hook plugin subsystem disabled; Unknown hook module (only with the
 loader's plugin catalog); a plugin's settings against what its manifest settings schema declares
 (with a catalog that serves ``settings_schema_of``: ``required`` keys, ``x-busbar-headers`` allowlists
-naming no credential, ``x-busbar-egress-url`` URLs
+naming no credential, ``x-busbar-cel`` expressions that compile, ``x-busbar-egress-url`` URLs
 through the SSRF guard: loopback allowed, RFC-1918 / CGNAT / link-local / metadata refused, remote must
 be https://; docs/plugin-format.md "Settings schema keywords"); prompt: rw on a kind: tap hook. Seeds
 003 "What Busbar guarantees when a hook misbehaves": an ``on_error: { hook: <name> }`` chain must
@@ -55,7 +55,7 @@ def _settings(ctx: Any, path: str, ref: HookRef, *, in_global: bool) -> None:
     from busbar.security.egress import settings_faults
 
     schema = schema_of(ref.module)
-    from busbar.hooks.check import deadline_faults, gateway_faults, headers_faults, member_faults
+    from busbar.hooks.check import cel_faults, deadline_faults, gateway_faults, headers_faults, member_faults
 
     if not in_global:
         for where, text in member_faults(schema, ref.settings, ctx.cfg, path):
@@ -65,6 +65,8 @@ def _settings(ctx: Any, path: str, ref: HookRef, *, in_global: bool) -> None:
     for where, text in gateway_faults(schema, ref.settings, ctx.cfg, path, in_global=in_global):
         ctx.err(where, text)
     for where, text in headers_faults(schema, ref.settings, path):
+        ctx.err(where, text)
+    for where, text in cel_faults(schema, ref.settings, path):
         ctx.err(where, text)
     rules = settings_rules(schema)
     if rules.required or rules.egress_urls:

@@ -32,8 +32,8 @@ from busbar.hooks.strategies import STRATEGIES
 
 TERMINALS = ("nothing", "weighted", "first", "reject")
 
-__all__ = ["TERMINALS", "check", "iter_refs", "kind_of", "deadline_faults", "gateway_faults", "headers_faults",
-           "member_faults", "resolve_fallback"]
+__all__ = ["TERMINALS", "cel_faults", "check", "iter_refs", "kind_of", "deadline_faults", "gateway_faults",
+           "headers_faults", "member_faults", "resolve_fallback"]
 
 
 def kind_of(ref: Any, *, in_global: bool) -> str:
@@ -133,6 +133,19 @@ def _check_schema_refs(cfg: Any, path: str, ref: Any, plugin: Any, err: Any, *, 
         err(where, text)
     for where, text in headers_faults(schema, ref.settings, path):
         err(where, text)
+    for where, text in cel_faults(schema, ref.settings, path):
+        err(where, text)
+
+
+def cel_faults(schema: Any, settings: Any, path: str) -> list[tuple[str, str]]:
+    """``(key path, text)`` for every ``x-busbar-cel`` setting of the ref at ``path`` that does not
+    compile, with CEL's own message, as the plugin's ``busbar_open`` would raise it
+    (``busbar_sdk.settings_schema.cel_faults``)."""
+    from busbar_sdk.settings_schema import cel_faults as faults
+
+    if not isinstance(schema, (str, dict)):
+        return []
+    return [(f"{path}.settings.{where}", text) for where, text in faults(schema, settings)]
 
 
 def gateway_faults(schema: Any, settings: Any, cfg: Any, path: str, *, in_global: bool) -> list[tuple[str, str]]:

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from busbar_sdk.settings_schema import header_faults, header_names
+from busbar_sdk.settings_schema import cel_faults, header_faults, header_names
 from busbar_sdk.wire import INLINE_CAPABILITY
 
 from busbar import __version__ as BUSBAR_VERSION
@@ -287,8 +287,10 @@ class HookFacade:
 
     def settings_faults(self, settings: dict[str, Any]) -> list[str]:
         """What the kernel refuses in ``settings`` before pushing them (one line each, naming the
-        key under ``settings.``): header allowlist entries that cannot be projected."""
-        return [f"settings.{where}: {text}" for where, text in header_faults(self.schema, settings)]
+        key under ``settings.``): header allowlist entries that cannot be projected, and
+        ``x-busbar-cel`` expressions that do not compile."""
+        return [f"settings.{where}: {text}"
+                for where, text in header_faults(self.schema, settings) + cel_faults(self.schema, settings)]
 
     def describe(self, *, timeout_s: float = MGMT_TIMEOUT_S) -> dict[str, Any] | None:
         """The hook's settings JSON Schema, or ``None`` (unsupported, failed, or malformed)."""
