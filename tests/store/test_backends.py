@@ -75,7 +75,7 @@ def test_postgres_settings_errors(store_plugins: dict[str, PluginUnderTest]) -> 
 def test_valkey_settings_errors(store_plugins: dict[str, PluginUnderTest]) -> None:
     p = store_plugins["valkey"]
     assert _settings_error(p, {"url": "http://cache:6379"}) == (
-        "store.settings.url: scheme http:// is not supported by the valkey store; use redis:// or rediss:// (TLS)")
+        "store.settings.url: scheme http:// is not supported by the valkey store; use redis:// or rediss://")
     assert _settings_error(p, {"url": "redis://", "prefix": 3}) == "store.settings.prefix: expected a str, got int"
 
 

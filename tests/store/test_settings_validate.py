@@ -42,6 +42,12 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("postgres", {"url": "postgres://127.0.0.1/busbar", "pool_size": 0, "connect_timeout_secs": 301}, [
         "pool_size: must be between 1 and 100", "connect_timeout_secs: must be between 1 and 300"]),
     ("postgres", {"url": {"file": "/run/secrets/pg"}}, ["url: " + REF.format(k="file")]),
+    ("postgres", {"url": "postgresql+asyncpg://busbar:hunter2@127.0.0.1/busbar"}, [
+        "url: scheme postgresql+asyncpg:// is not supported by the postgres store; use postgres:// or postgresql://"]),
+    ("postgres", {"url": "127.0.0.1:5432/busbar"}, [
+        "url: scheme (none) is not supported by the postgres store; use postgres:// or postgresql://"]),
+    ("valkey", {"url": "HTTP://cache:6379"}, [
+        "url: scheme http:// is not supported by the valkey store; use redis:// or rediss://"]),
     ("valkey", {"url": "redis://127.0.0.1:6379/0", "prefix": 3, "connect_timeout_secs": 0}, [
         "prefix: expected a str, got int", "connect_timeout_secs: must be between 1 and 300"]),
 ]
@@ -91,6 +97,9 @@ def test_a_spec_from_a_schema() -> None:
     spec = settings_spec({"type": "object", "required": ["a"], "properties": {
         "a": {"type": "string", "minLength": 2}, "n": {"type": "number", "minimum": 0.5, "default": 1.5},
         "any": {"default": None}, "flag": {"type": "boolean", "default": False}}})
+    assert settings_spec({"properties": {"u": {"type": "string", "x-busbar-url-schemes": ["HTTPS"]},
+                                         "v": {"type": "string", "x-busbar-url-schemes": []}}}) == SettingsSpec(
+        {"u": Setting(str, None, schemes=("https",)), "v": Setting(str, None)}, closed=False)
     assert spec == SettingsSpec({"a": Setting(str, REQUIRED, min_length=2), "n": Setting((int, float), 1.5, 0.5),
                                  "any": Setting(None, None), "flag": Setting(bool, False)}, closed=False)
     assert check_settings({"a": "ok", "n": 2, "extra": [1]}, spec, "acme") == {

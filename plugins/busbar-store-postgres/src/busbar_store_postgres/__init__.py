@@ -43,9 +43,6 @@ class PostgresStore(SqlStore):
         s = check_settings(settings, _SPEC, "postgres")
         url: str = s["url"]
         parts = urlsplit(url)
-        if parts.scheme not in ("postgres", "postgresql"):
-            raise StoreInvalid(f"store.settings.url: scheme {parts.scheme + '://' if parts.scheme else '(none)'} is "
-                               f"not supported by the postgres store; use postgres:// or postgresql://")
         if not parts.hostname or not parts.path.strip("/"):
             raise StoreInvalid(f"store.settings.url: {redact_url(url)} needs a host and a database name "
                                f"(postgres://user:password@host:5432/busbar)")

@@ -134,9 +134,6 @@ class ValkeyStore(Store):
         """
         s = check_settings(settings, _SPEC, "valkey")
         parts = urlsplit(s["url"])
-        if parts.scheme not in ("redis", "rediss"):
-            raise StoreInvalid(f"store.settings.url: scheme {parts.scheme + '://' if parts.scheme else '(none)'} is "
-                               f"not supported by the valkey store; use redis:// or rediss:// (TLS)")
         if not parts.hostname:
             raise StoreInvalid(f"store.settings.url: {redact_url(s['url'])} needs a host (redis://host:6379/0)")
         return cls(s["url"], s["prefix"], s["connect_timeout_secs"])

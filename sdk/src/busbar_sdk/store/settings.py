@@ -7,7 +7,7 @@ manifest ``settings_schema``), so ``busbar --validate`` and the boot print the s
 ``spec`` is ``{name: Setting | (type, default | REQUIRED)}`` or a :class:`SettingsSpec`;
 :func:`settings_spec` derives one from a settings schema (JSON Schema 2020-12: top-level
 ``properties`` with ``type`` string / integer / number / boolean / array / object, ``default``,
-``minimum``, ``maximum``, ``minLength``; ``required``; ``additionalProperties: false`` refuses
+``minimum``, ``maximum``, ``minLength``, ``x-busbar-url-schemes``; ``required``; ``additionalProperties: false`` refuses
 unknown keys). A first-party store derives its spec from its own schema file
 (:func:`package_spec`): one source of truth. The fault lines:
 
@@ -26,7 +26,14 @@ out of range                   ``store.settings.<k>: must be between 1 and 100``
                                ``must be <= 9``)
 too short                      ``store.settings.<k>: must not be empty`` (``must be at least 3
                                characters``)
+a URL of another scheme        ``store.settings.<k>: scheme mysql:// is not supported by the
+                               <backend> store; use postgres:// or postgresql://`` (the property's
+                               ``x-busbar-url-schemes`` list; a value with no ``://``: ``(none)``)
 =============================  ===================================================================
+
+``x-busbar-url-schemes`` (a Busbar keyword on a ``"type": "string"`` property, a list of schemes
+without ``://``): the value is a URL whose scheme must be one of them, checked by ``--validate``
+before the plugin is imported, as every other rule here.
 """
 from __future__ import annotations
 
@@ -39,7 +46,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from busbar_sdk.store.errors import StoreInvalid
 
-__all__ = ["REQUIRED", "Setting", "SettingsSpec", "check_settings", "package_spec", "redact_url",
+__all__ = ["REQUIRED", "URL_SCHEMES_KEYWORD", "Setting", "SettingsSpec", "check_settings", "package_spec", "redact_url",
            "schema_faults", "settings_spec"]
 
 REQUIRED = object()
@@ -47,6 +54,8 @@ REQUIRED = object()
 _JSON_TYPES: Mapping[str, type | tuple[type, ...]] = {
     "string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
 _SECRET_REFS = ({"env"}, {"file"})
+#: The Busbar keyword listing a URL setting's schemes (see the module docstring).
+URL_SCHEMES_KEYWORD = "x-busbar-url-schemes"
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ class Setting:
         default: filled in when the key is absent, or :data:`REQUIRED`.
         minimum, maximum: inclusive bounds of a number (``None``: unbounded).
         min_length: the least length of a string (``None``: any).
+        schemes: the URL schemes a string may have (``None``: not a URL setting).
     """
 
     type: type | tuple[type, ...] | None
@@ -65,6 +75,7 @@ class Setting:
     minimum: int | float | None = None
     maximum: int | float | None = None
     min_length: int | None = None
+    schemes: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +109,8 @@ def settings_spec(schema: str | Mapping[str, Any]) -> SettingsSpec:
         out[name] = Setting(_JSON_TYPES.get(typ) if isinstance(typ, str) else None,
                             REQUIRED if name in required else prop.get("default"),
                             _number(prop.get("minimum")), _number(prop.get("maximum")),
-                            prop.get("minLength") if type(prop.get("minLength")) is int else None)
+                            prop.get("minLength") if type(prop.get("minLength")) is int else None,
+                            _schemes(prop.get(URL_SCHEMES_KEYWORD)))
     return SettingsSpec(out, closed=doc.get("additionalProperties") is False)
 
 
@@ -155,7 +167,7 @@ def _judge(settings: Mapping[str, Any], spec: Spec, backend: str) -> tuple[dict[
                 out[name] = rule.default
             continue
         value = settings[name]
-        fault = _fault(value, rule)
+        fault = _fault(value, rule, backend)
         if fault:
             faults.append(f"store.settings.{name}: {fault}")
         else:
@@ -163,7 +175,7 @@ def _judge(settings: Mapping[str, Any], spec: Spec, backend: str) -> tuple[dict[
     return out, faults
 
 
-def _fault(value: Any, rule: Setting) -> str:
+def _fault(value: Any, rule: Setting, backend: str) -> str:
     """What is wrong with one value (``""``: nothing)."""
     typ = rule.type
     if typ is not None and ((isinstance(value, bool) and typ is not bool) or not isinstance(value, typ)):
@@ -180,7 +192,16 @@ def _fault(value: Any, rule: Setting) -> str:
         return f"must be >= {low}" if low is not None else f"must be <= {high}"
     if rule.min_length is not None and isinstance(value, str) and len(value) < rule.min_length:
         return "must not be empty" if rule.min_length == 1 else f"must be at least {rule.min_length} characters"
+    if rule.schemes is not None and isinstance(value, str):
+        scheme = urlsplit(value).scheme if "://" in value else ""
+        if scheme.lower() not in rule.schemes:
+            return (f"scheme {scheme + '://' if scheme else '(none)'} is not supported by the {backend} store; use "
+                    + " or ".join(f"{s}://" for s in rule.schemes))
     return ""
+
+
+def _schemes(v: Any) -> tuple[str, ...] | None:
+    return tuple(x.lower() for x in v) if isinstance(v, list) and v and all(isinstance(x, str) for x in v) else None
 
 
 def _a(typ: type | tuple[type, ...]) -> str:
