@@ -234,14 +234,14 @@ def test_a_credential_header_in_the_allowlist_refuses_the_boot(tmp_path, mock, r
         "busbar: 1 config error(s); refusing to start"])
 
 
-def test_a_rule_reading_an_unlisted_header_refuses_the_boot(tmp_path, mock, router_plugins) -> None:
-    code, err = _boot_faults(tmp_path, mock, router_plugins, UNLISTED_HEADER)
-    plugdir, _ = router_plugins
+@pytest.mark.parametrize("flags", [(), ("--validate",)])
+def test_a_rule_reading_an_unlisted_header_refuses_validate_and_the_boot(tmp_path, mock, router_plugins,
+                                                                       flags) -> None:
+    code, err = _boot_faults(tmp_path, mock, router_plugins, UNLISTED_HEADER, *flags)
     assert (code, err.strip().splitlines()) == (2, [
-        f"config.yaml: pools.p.hooks[0]: {plugdir}/busbar-rules-hook-1.5.0.tar.gz: busbar_open raised ValueError: "
-        "busbar-rules-hook: settings.rules[1].when: reads header 'X-Tier', which settings.headers does not list "
-        "(x-tenant); add it there",
-        "busbar: 1 start-up error(s); refusing to start"])
+        "config.yaml: pools.p.hooks[0].settings.rules[1].when: reads header 'X-Tier', which settings.headers does not "
+        "list (x-tenant); add it there",
+        "busbar: 1 config error(s); refusing to start"])
 
 
 def test_shadow_on_a_tap_is_refused(tmp_path, mock, router_plugins) -> None:

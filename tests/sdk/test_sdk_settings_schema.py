@@ -122,3 +122,23 @@ def test_cel_texts_are_every_marked_string_by_key_path_and_the_first_party_route
                               "fallback": [{"rules": [{"when": "req.has_tools", "to": ["x"]}]}]}) == [
         ("when", "true"), ("cache.key", "req.pool"), ("fallback[0].rules[0].when", "req.has_tools")]
     assert cel_texts(None, {"when": "x"}) == [] and cel_texts(rules, {}) == []
+
+
+def test_cel_faults_give_the_plugins_own_lines_and_read_headers_from_the_top_level_allowlist_only() -> None:
+    from busbar_sdk.settings_schema import cel_faults
+
+    router = (REPO / "plugins" / "busbar-ai-router-hook" / "src" / "busbar_ai_router_hook" /
+              "settings_schema.json").read_text()
+    settings = {"candidates": [], "headers": ["X-Tier"], "state": {"headers": ["x-user"]},
+                "when": "req.headers['x-tier'] == 'gold'", "cache": {"key": "req.headers['x-user']"},
+                "fallback": [{"rules": [{"when": "req.headers['X-Tier'] == 'a'", "to": ["m"]},
+                                        {"when": "req.stream &&", "to": ["m"]}]}]}
+    assert [(w, t[:40]) for w, t in cel_faults(router, settings)] == [
+        ("cache.key", "reads header 'x-user', which settings.he"),       # state.headers is the model's, not CEL's
+        ("fallback[0].rules[0].when", "header names in req.headers are lower-ca"),
+        ("fallback[0].rules[1].when", "CEL: INVALID_ARGUMENT: ERROR: <input>:1:"),
+    ]
+    assert cel_faults(router, {"when": "req.headers['x-a'] == 'b'"}) == [
+        ("when", "reads req.headers but settings.headers lists no header; only the headers listed there are "
+                 "projected")]
+    assert cel_faults(router, {"when": "req.stream", "headers": ["x-a"]}) == []

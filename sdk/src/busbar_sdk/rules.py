@@ -43,7 +43,8 @@ from typing import Any
 from busbar_sdk.wire import MAX_RESTRICT_TAGS, MODEL_TAG_PREFIX
 
 __all__ = ["COMBINE_MAX", "MATCH_MODES", "REQ_FIELDS", "Outcome", "Rule", "RuleSet", "RulesError", "activation",
-           "check_headers", "compile_expr", "fields_of", "header_refs", "holds", "names_of", "reply_for", "req_object"]
+           "check_headers", "compile_expr", "fields_of", "header_fault", "header_refs", "holds", "names_of",
+           "reply_for", "req_object"]
 
 MATCH_MODES = ("first", "all")
 #: Every field of ``req`` (:func:`req_object`).
@@ -113,25 +114,31 @@ def header_refs(text: str) -> list[str]:
 
 
 def check_headers(rules: Sequence[Rule], allowed: Sequence[str], prefix: str, setting: str) -> None:
-    """Refuse (:class:`RulesError`) a rule that reads ``req.headers`` when ``allowed`` (the
-    instance's lower-cased allowlist, found at ``setting``) is empty, or names a header that is not
-    in it (a name with capitals is pointed at its lower-case spelling: names are projected
-    lower-cased)."""
+    """Refuse (:class:`RulesError`) the first rule whose ``when`` fails :func:`header_fault`
+    (``allowed``: the instance's lower-cased allowlist, found at ``setting``)."""
     for i, r in enumerate(rules):
-        if "headers" not in fields_of([r.when]):
+        fault = header_fault(r.when, allowed, setting)
+        if fault:
+            raise RulesError(f"{prefix}.rules[{i}].when: {fault}")
+
+
+def header_fault(text: Any, allowed: Sequence[str], setting: str) -> str:
+    """What is wrong with the headers the CEL expression ``text`` reads (``""``: nothing): it reads
+    ``req.headers`` while ``allowed`` (the instance's lower-cased allowlist, found at the setting
+    named ``setting``, e.g. ``settings.headers``) is empty, or names a header literal not in it (a
+    name with capitals is pointed at its lower-case spelling: names are projected lower-cased).
+    One rule for the plugins' ``configure`` and the kernel's ``x-busbar-cel`` check."""
+    if not isinstance(text, str) or "headers" not in fields_of([text]):
+        return ""
+    if not allowed:
+        return f"reads req.headers but {setting} lists no header; only the headers listed there are projected"
+    for name in header_refs(text):
+        if name in allowed:
             continue
-        where = f"{prefix}.rules[{i}].when"
-        if not allowed:
-            raise RulesError(f"{where}: reads req.headers but {setting} lists no header; only the headers listed "
-                             f"there are projected")
-        for name in header_refs(r.when):
-            if name in allowed:
-                continue
-            if name.lower() in allowed:
-                raise RulesError(f"{where}: header names in req.headers are lower-case; write '{name.lower()}', "
-                                 f"not '{name}'")
-            raise RulesError(f"{where}: reads header '{name}', which {setting} does not list ({', '.join(allowed)}); "
-                             f"add it there")
+        if name.lower() in allowed:
+            return f"header names in req.headers are lower-case; write '{name.lower()}', not '{name}'"
+        return f"reads header '{name}', which {setting} does not list ({', '.join(allowed)}); add it there"
+    return ""
 
 
 def holds(expr: Any, activation: Any) -> bool:

@@ -41,7 +41,9 @@ keyword (value ``true``)    meaning
                             expression over ``req`` (docs/router.md#the-req-object); the kernel
                             compiles it with :func:`busbar_sdk.rules.compile_expr`, the plugin's
                             own compiler, and refuses one that does not compile with CEL's message.
-                            :func:`cel_texts`, :func:`cel_faults`.
+                            :func:`cel_texts`, :func:`cel_faults`. A
+                            header such an expression reads (``req.headers['x-tier']``) must be
+                            listed in the schema's top-level ``x-busbar-headers`` setting.
 ``x-busbar-status-metrics`` at the schema's top level (value ``true``): the kernel exports the
                             counters, gauges and quantiles this plugin reports in its ``status``
                             reply on ``/metrics`` as ``busbar_<name>{hook, <labels>}`` (read at
@@ -301,23 +303,43 @@ def header_faults(schema: str | Mapping[str, Any] | None, settings: Any) -> list
 
 def cel_faults(schema: str | Mapping[str, Any] | None, settings: Any) -> list[tuple[str, str]]:
     """``(key path under settings, text)`` for every :func:`cel_texts` expression that does not
-    compile, the text being the plugin's own line after its key path (``CEL: INVALID_ARGUMENT: ...``
-    from :func:`busbar_sdk.rules.compile_expr`). Empty when every one compiles, or when the CEL
-    library is not installed (a plugin that needs it is refused by its ``requires_dist`` then)."""
+    compile, or reads a request header the schema's top-level ``x-busbar-headers`` setting does not
+    list (every header, when the schema has none), the text being the plugin's own line after its
+    key path (``CEL: INVALID_ARGUMENT: ...`` from :func:`busbar_sdk.rules.compile_expr`; ``reads
+    header 'x-tier', which settings.headers does not list (...)`` from
+    :func:`busbar_sdk.rules.header_fault`). Empty when every one is fine, or when the CEL library is
+    not installed (a plugin that needs it is refused by its ``requires_dist`` then)."""
     import importlib.util
 
     texts = cel_texts(schema, settings)
     if not texts or importlib.util.find_spec("cel_expr_python") is None:
         return []
-    from busbar_sdk.rules import RulesError, compile_expr
+    from busbar_sdk.rules import RulesError, compile_expr, header_fault
 
+    key, allowed = _cel_headers(schema, settings)
     out: list[tuple[str, str]] = []
     for where, text in texts:
         try:
             compile_expr(text, where)
         except RulesError as e:
             out.append((where, str(e).removeprefix(f"{where}: ")))
+            continue
+        fault = header_fault(text, allowed, f"settings.{key}")
+        if fault:
+            out.append((where, fault))
     return out
+
+
+def _cel_headers(schema: str | Mapping[str, Any] | None, settings: Any) -> tuple[str, tuple[str, ...]]:
+    """The top-level ``x-busbar-headers`` key (``"headers"`` when there is none) and the lower-cased
+    header names it lists in ``settings``: what CEL settings may read as ``req.headers``."""
+    node = json.loads(schema) if isinstance(schema, str) else schema
+    props = node.get("properties") if isinstance(node, Mapping) else None
+    key = next((k for k, p in (props or {}).items() if isinstance(p, Mapping) and p.get(HEADERS_KEYWORD) is True),
+               None)
+    value = settings.get(key) if key is not None and isinstance(settings, Mapping) else None
+    names = value if isinstance(value, list) else []
+    return key or "headers", tuple(dict.fromkeys(n.strip().lower() for n in names if isinstance(n, str)))
 
 
 def header_names(schema: str | Mapping[str, Any] | None, settings: Any) -> tuple[str, ...]:

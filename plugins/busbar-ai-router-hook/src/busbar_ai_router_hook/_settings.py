@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from busbar_sdk.rules import RulesError, RuleSet, check_headers, compile_expr, fields_of, header_refs, names_of
+from busbar_sdk.rules import RulesError, RuleSet, check_headers, compile_expr, fields_of, header_fault, names_of
 from busbar_sdk.settings_schema import header_faults
 
 __all__ = ["Candidate", "Generative", "Settings", "SettingsError", "parse"]
@@ -210,7 +210,9 @@ def parse(raw: Any) -> Settings:
         key = compile_expr(cache["key"], "settings.cache.key") if "key" in cache else None
         fallback = tuple(RuleSet(f, f"settings.fallback[{i}]") for i, f in enumerate(fallback_raw))
         for where, text in (("settings.when", raw.get("when")), ("settings.cache.key", cache.get("key"))):
-            _check_expr_headers(text, allowed, where)
+            fault = header_fault(text, allowed, "settings.headers")
+            if fault:
+                raise RulesError(f"{where}: {fault}")
         for i, f in enumerate(fallback):
             check_headers(f.rules, allowed, f"settings.fallback[{i}]", "settings.headers")
     except RulesError as e:
@@ -238,20 +240,6 @@ def _schema() -> dict[str, Any]:
     from busbar_ai_router_hook import SETTINGS_SCHEMA
 
     return SETTINGS_SCHEMA
-
-
-def _check_expr_headers(text: Any, allowed: tuple[str, ...], where: str) -> None:
-    """A CEL setting that reads ``req.headers`` needs every header it names in ``settings.headers``
-    (only those are projected); the rules hook's check, for a lone expression."""
-    if not isinstance(text, str) or "headers" not in fields_of([text]):
-        return
-    if not allowed:
-        raise RulesError(f"{where}: reads req.headers but settings.headers lists no header; only the headers "
-                         f"listed there are projected")
-    for name in header_refs(text):
-        if name not in allowed:
-            raise RulesError(f"{where}: reads header '{name}', which settings.headers does not list "
-                             f"({', '.join(allowed)}); add it there")
 
 
 def _secret(ref: Any, where: str) -> str:
