@@ -7,6 +7,8 @@ do not need a config of their own.
 """
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -50,6 +52,19 @@ class AdminGateway(BusbarProcess):
         self.token = token
         self.client = httpx.Client(base_url=self.admin + PREFIX, timeout=30,
                                    headers={"authorization": f"Bearer {token}"} if token else {})
+
+    def start(self, timeout: float = 15.0) -> BusbarProcess:
+        """Start, then (with a token, so a listener is expected) wait until the admin port accepts:
+        the data listener's /healthz can answer before the admin listener is bound."""
+        super().start(timeout)
+        deadline = time.monotonic() + timeout
+        while self.token is not None and time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.admin_port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        return self
 
     def stop(self) -> None:
         self.client.close()

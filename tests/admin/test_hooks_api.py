@@ -50,7 +50,15 @@ def test_list_inspect_schema_status_then_patch_settings(hooks_gw: AdminGateway) 
     assert ok.json() == {"name": HOOK, "settings_version": 2, "acked": True, "settings": {"min_savings_chars": 77}}
     status = hooks_gw.client.get(f"/hooks/{HOOK}/status").json()
     assert (status["settings_version"], status["drift"]) == (2, "in_sync")
-    bad = hooks_gw.client.patch(f"/hooks/{HOOK}/settings", json={"settings": {"min_savings_chars": "many"}})
+    typed = hooks_gw.client.patch(f"/hooks/{HOOK}/settings", json={"settings": {"min_savings_chars": "many",
+                                                                                "min_chars": -1, "level": 3}})
+    assert (typed.status_code, typed.json()) == (400, {"error": {"code": "invalid_request", "message": (
+        f"hook '{HOOK}': settings.level: unknown setting for {HOOK} (it takes dedup_min_chars, keep_head_chars, "
+        "keep_recent, keep_tail_chars, max_input_chars, min_chars, min_savings_chars, min_savings_pct, "
+        "truncate_over_chars, whitespace); settings.min_chars: must be >= 0; settings.min_savings_chars: expected "
+        "an integer, got str")}})                         # the schema's faults: never pushed to the hook
+    bad = hooks_gw.client.patch(f"/hooks/{HOOK}/settings",     # schema-valid; the hook's own rule refuses it
+                                json={"settings": {"keep_head_chars": 3000, "keep_tail_chars": 1000}})
     assert bad.status_code == 409
     assert bad.json() == {"error": {"code": "conflict", "message": f"hook '{HOOK}' did not acknowledge "
                                                                    f"settings_version 3; its settings are unchanged "

@@ -200,9 +200,6 @@ GOOD_BUT = """
 """
 
 BAD_SETTINGS = [
-    ("engine: bogus", "settings.engine: 'bogus' is not an engine (decision, generative)"),
-    ("budget: { max_calls_per_minute: 9007199254740993 }",
-     "settings.budget.max_calls_per_minute: must be at most 9007199254740992, found 9007199254740993"),
     ("state: { redact: ['$.messages[[0'] }", "settings.state.redact[0]: '$.messages[[0' is not a JSONPath: Parse "
                                              "error at 1:11 near token [ ([)"),
 ]
@@ -212,6 +209,32 @@ def test_bad_settings_refuse_the_boot_naming_the_setting(tmp_path, mock, router_
     """One boot, one line per faulty instance (every instance is opened before the boot gives up)."""
     pools = "pools:\n" + "".join(GOOD_BUT.format(i=i, setting=s).lstrip("\n") for i, (s, _) in enumerate(BAD_SETTINGS))
     _assert_open_refused(tmp_path, mock, router_plugins, pools, [message for _, message in BAD_SETTINGS])
+
+
+SCHEMA_BAD = [
+    ("engine: bogus", "settings.engine: 'bogus' is not one of decision, generative"),
+    ("budget: { max_calls_per_minute: 9007199254740993 }",
+     "settings.budget.max_calls_per_minute: must be <= 9007199254740992"),
+    ("temprature: 0.1", "settings.temprature: unknown setting for busbar-ai-router (it takes budget, cache, candidates, "
+                        "engine, fallback, fallback_models, fallback_on_low_confidence, gateway_key, gateway_url, "
+                        "headers, instructions, min_confidence, min_margin, model, multi, on_low_confidence, pool, "
+                        "retry, state, temperature, timeout, when)"),
+    ("min_confidence: 2\n          multi: 'yes'",
+     "settings.min_confidence: must be <= 1\nconfig.yaml: pools.p3.hooks[0].settings.multi: expected a boolean, got str"),
+    ("cache: { ttl: -1, size: 'big' }",
+     "settings.cache.size: expected an integer, got str\nconfig.yaml: pools.p4.hooks[0].settings.cache.ttl: must be >= 0"),
+]
+
+
+@pytest.mark.parametrize("flags", [(), ("--validate",)])
+def test_settings_outside_the_plugins_schema_are_refused_by_validate_and_boot_alike(
+        tmp_path, mock, router_plugins, flags) -> None:
+    """The kernel judges every instance's settings by the plugin's signed settings schema before any
+    plugin is opened: the same lines from --validate and the boot, all of them in one run."""
+    pools = "pools:\n" + "".join(GOOD_BUT.format(i=i, setting=s).lstrip("\n") for i, (s, _) in enumerate(SCHEMA_BAD))
+    code, lines = _boot(tmp_path, mock, router_plugins, pools, *flags)
+    expected = "\n".join(f"config.yaml: pools.p{i}.hooks[0].{m}" for i, (_, m) in enumerate(SCHEMA_BAD)).splitlines()
+    assert (code, lines) == (2, expected + [f"busbar: {len(expected)} config error(s); refusing to start"])
 
 
 _CEL_EOF = ("CEL: INVALID_ARGUMENT: ERROR: <input>:1:14: Syntax error: mismatched input '<EOF>' expecting {'[', '{', "

@@ -306,7 +306,6 @@ def test_a_router_that_could_call_itself_or_a_model_outside_its_pool_is_refused(
 
 
 PLUGIN_BAD = [
-    ("engine: bogus", "settings.engine: 'bogus' is not an engine (decision, generative)"),
     ("engine: generative, gateway_url: 'https://example.com', pool: router-llms, model: r-small",
      "settings.gateway_url: 'https://example.com' is not this gateway's own listener; use "
      "http(s)://127.0.0.1:<port> (a loopback address: the router's calls go through this gateway's pools)"),

@@ -46,32 +46,22 @@ def _ref(ctx: Any, path: str, ref: HookRef, *, in_global: bool) -> None:
 
 
 def _settings(ctx: Any, path: str, ref: HookRef, *, in_global: bool) -> None:
-    """The ref's ``settings:`` against its plugin's manifest rules, when the catalog serves them."""
+    """The ref's ``settings:`` against its plugin's manifest schema, when the catalog serves it
+    (``busbar.hooks.check.settings_faults``: the boot's own lines, in the boot's order)."""
     schema_of = getattr(ctx.plugins, "settings_schema_of", None)
     if schema_of is None or not ctx.cfg.plugins.enabled:
         return
     from busbar_sdk.settings_schema import settings_rules
 
-    from busbar.security.egress import settings_faults
+    from busbar.hooks.check import settings_faults
 
     schema = schema_of(ref.module)
-    from busbar.hooks.check import cel_faults, deadline_faults, gateway_faults, headers_faults, member_faults
-
-    if not in_global:
-        for where, text in member_faults(schema, ref.settings, ctx.cfg, path):
-            ctx.err(where, text)
-    for where, text in deadline_faults(schema, ref.settings, ref.timeout_ms, path):
-        ctx.err(where, text)
-    for where, text in gateway_faults(schema, ref.settings, ctx.cfg, path, in_global=in_global):
-        ctx.err(where, text)
-    for where, text in headers_faults(schema, ref.settings, path):
-        ctx.err(where, text)
-    for where, text in cel_faults(schema, ref.settings, path):
-        ctx.err(where, text)
+    if not isinstance(schema, (str, dict)):
+        return
     rules = settings_rules(schema)
-    if rules.required or rules.egress_urls:
-        for where, text in settings_faults(rules, ref.settings, module=ref.module, path=path, policy=ctx.policy):
-            ctx.err(where, text)
+    policy = ctx.policy if rules.required or rules.egress_urls else None
+    for where, text in settings_faults(schema, ref, ctx.cfg, path, in_global=in_global, policy=policy):
+        ctx.err(where, text)
 
 
 def _chain(ctx: Any, path: str, ref: HookRef, scope: list[HookRef], global_ids: set[int]) -> None:

@@ -29,11 +29,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from busbar.hooks.strategies import STRATEGIES
+from busbar.security.ssrf import SsrfPolicy
 
 TERMINALS = ("nothing", "weighted", "first", "reject")
 
-__all__ = ["TERMINALS", "cel_faults", "check", "iter_refs", "kind_of", "deadline_faults", "gateway_faults",
-           "headers_faults", "member_faults", "resolve_fallback"]
+__all__ = ["TERMINALS", "cel_faults", "check", "deadline_faults", "gateway_faults", "headers_faults", "iter_refs",
+           "kind_of", "member_faults", "resolve_fallback", "settings_faults"]
 
 
 def kind_of(ref: Any, *, in_global: bool) -> str:
@@ -116,25 +117,53 @@ def _check_ref(cfg: Any, plugins: Any, path: str, ref: Any, in_global: bool, err
         err(f"{path}.on_error", f"'{oe}' is not an on_error value; use nothing, weighted, first, reject, a "
                                 f"strategy name, or {{ hook: {oe} }} for a named fallback")
     if plugin is not None and plugin.kind == "hook":
-        _check_settings(cfg, path, ref, plugin, err)
-        _check_schema_refs(cfg, path, ref, plugin, err, in_global=in_global)
+        from busbar.security.egress import manifest_rules
 
-
-def _check_schema_refs(cfg: Any, path: str, ref: Any, plugin: Any, err: Any, *, in_global: bool) -> None:
-    """Pool-member names (pool refs only), deadlines and header allowlists the plugin's settings
-    schema marks."""
-    schema = getattr(getattr(plugin, "manifest", None), "settings_schema", None)
-    if not in_global:
-        for where, text in member_faults(schema, ref.settings, cfg, path):
+        policy = None
+        rules = manifest_rules(getattr(plugin, "manifest", None))
+        if rules.required or rules.egress_urls:
+            sec = cfg.security
+            try:
+                policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
+            except ValueError as e:
+                err("security", f"{e}; use host names, IP literals or CIDRs")
+                return
+        schema = getattr(getattr(plugin, "manifest", None), "settings_schema", None)
+        for where, text in settings_faults(schema, ref, cfg, path, in_global=in_global, policy=policy):
             err(where, text)
-    for where, text in deadline_faults(schema, ref.settings, ref.timeout_ms, path):
-        err(where, text)
-    for where, text in gateway_faults(schema, ref.settings, cfg, path, in_global=in_global):
-        err(where, text)
-    for where, text in headers_faults(schema, ref.settings, path):
-        err(where, text)
-    for where, text in cel_faults(schema, ref.settings, path):
-        err(where, text)
+
+
+def settings_faults(schema: Any, ref: Any, cfg: Any, path: str, *, in_global: bool,
+                    policy: Any) -> list[tuple[str, str]]:
+    """Every fault of the ``settings:`` of the hook ref at ``path`` against its plugin's manifest
+    ``schema`` (JSON text, or ``None``), as ``(key path, text)``: one list for ``busbar --validate``
+    and the boot, in one order. First the Busbar keywords (pool members: pool refs only; deadlines;
+    gateway refs; header allowlists; CEL), then the ``required`` keys and egress URLs (through
+    ``policy``, the deployment's SSRF policy), then the schema itself
+    (:func:`busbar.hooks.schema_check.schema_faults`) at key paths no earlier line names.
+    """
+    from busbar_sdk.settings_schema import settings_rules
+
+    from busbar.hooks.schema_check import schema_faults
+    from busbar.security.egress import settings_faults as egress_faults
+
+    if not isinstance(schema, (str, dict)):
+        return []
+    settings = ref.settings
+    out = member_faults(schema, settings, cfg, path) if not in_global else []
+    out += deadline_faults(schema, settings, ref.timeout_ms, path)
+    out += gateway_faults(schema, settings, cfg, path, in_global=in_global)
+    out += headers_faults(schema, settings, path)
+    out += cel_faults(schema, settings, path)
+    rules = settings_rules(schema)
+    if (rules.required or rules.egress_urls) and isinstance(settings, dict):
+        out += egress_faults(rules, settings, module=ref.module, path=path, policy=policy)
+    named = {where for where, _ in out}
+    for where, text in schema_faults(schema, settings, ref.module):
+        at = f"{path}.settings.{where}" if where else f"{path}.settings"
+        if at not in named:
+            out.append((at, text))
+    return out
 
 
 def cel_faults(schema: Any, settings: Any, path: str) -> list[tuple[str, str]]:
@@ -216,23 +245,6 @@ def member_faults(schema: Any, settings: Any, cfg: Any, path: str) -> list[tuple
     return [(f"{path}.settings.{where}", f"'{name}' is not a member of pool '{pname}' ({known}); name a member's "
                                          f"model or one of its tags")
             for where, name in names if name not in models and name not in tags]
-
-
-def _check_settings(cfg: Any, path: str, ref: Any, plugin: Any, err: Any) -> None:
-    """The instance's ``settings:`` against the rules its plugin's manifest declares."""
-    from busbar.security.egress import manifest_rules, settings_faults
-    from busbar.security.ssrf import SsrfPolicy
-
-    rules = manifest_rules(getattr(plugin, "manifest", None))
-    if rules.required or rules.egress_urls:
-        sec = cfg.security
-        try:
-            policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
-        except ValueError as e:
-            err("security", f"{e}; use host names, IP literals or CIDRs")
-            return
-        for where, text in settings_faults(rules, ref.settings, module=ref.module, path=path, policy=policy):
-            err(where, text)
 
 
 def _check_chain(path: str, ref: Any, scope: list[tuple[str, Any, bool]], err: Any) -> None:

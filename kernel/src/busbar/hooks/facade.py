@@ -287,10 +287,15 @@ class HookFacade:
 
     def settings_faults(self, settings: dict[str, Any]) -> list[str]:
         """What the kernel refuses in ``settings`` before pushing them (one line each, naming the
-        key under ``settings.``): header allowlist entries that cannot be projected, and
-        ``x-busbar-cel`` expressions that do not compile."""
-        return [f"settings.{where}: {text}"
-                for where, text in header_faults(self.schema, settings) + cel_faults(self.schema, settings)]
+        key under ``settings.``): header allowlist entries that cannot be projected,
+        ``x-busbar-cel`` expressions that do not compile or read an unlisted header, then what
+        breaks the plugin's settings schema (``busbar.hooks.schema_check``) at other keys."""
+        from busbar.hooks.schema_check import schema_faults
+
+        out = header_faults(self.schema, settings) + cel_faults(self.schema, settings)
+        named = {where for where, _ in out}
+        out += [(w, t) for w, t in schema_faults(self.schema, settings, self.name) if w not in named]
+        return [f"settings.{where}: {text}" if where else f"settings: {text}" for where, text in out]
 
     def describe(self, *, timeout_s: float = MGMT_TIMEOUT_S) -> dict[str, Any] | None:
         """The hook's settings JSON Schema, or ``None`` (unsupported, failed, or malformed)."""
