@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import jwt
@@ -21,8 +22,9 @@ from busbar_sdk.testing import load_packed
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
-from tests.auth.conftest import config
+from tests.auth.conftest import UPSTREAM_KEYS, config
 from tests.auth.shapes import assert_refused, forbidden, post
+from tests.plugins.test_validate_equals_boot import both
 from tests.plugins_firstparty.support import REPO
 
 ISSUER, AUDIENCE = "https://idp.example.test", "busbar"
@@ -159,5 +161,49 @@ def test_a_metadata_jwks_url_does_not_open(plugin_dir, tmp_path):
         with pytest.raises(ValueError) as e:
             plugin.open({"issuer": ISSUER, "audience": AUDIENCE})
         assert "settings: set exactly one of jwks_url and jwks_file" in str(e.value)
+    finally:
+        plugin.unload()
+
+
+def _bad_settings_config(tmp_path, plugin_dir, settings: str) -> Path:
+    chain = f"\n    - keys\n    - oidc: {{ settings: {settings} }}"
+    text = config(chain).replace("{port}", "0").replace("MOCK", "http://127.0.0.1:9")
+    text += (f'plugins: {{ enabled: true, dir: "{plugin_dir}", trust: {{ publishers: '
+             f'[ {{ name: acme, public_key: "{SIGN[1]}" }} ] }} }}\n')
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(text)
+    return cfg
+
+
+def test_settings_outside_the_plugins_schema_refuse_validate_and_boot_alike(plugin_dir, tmp_path):
+    """An HMAC algorithm (a JWKS key would become a shared secret), a misspelt key (roles_claim would
+    silently stay 'roles') and a missing audience: every one a config error before the plugin opens."""
+    cfg = _bad_settings_config(tmp_path, plugin_dir, f'{{ issuer: "{ISSUER}", jwks_file: /nonexistent, '
+                                                      f'algorithms: [RS256, HS256], role_claim: groups, '
+                                                      f'leeway_secs: -5 }}')
+    where = "config.yaml: auth.chain[1].oidc.settings"
+    assert both(cfg, UPSTREAM_KEYS) == [
+        f"{where}.algorithms[1]: 'HS256' is not one of RS256, RS384, RS512, ES256, ES384, PS256, EdDSA",
+        f"{where}.audience: required",
+        f"{where}.leeway_secs: must be >= 0",
+        f"{where}.role_claim: unknown setting for oidc (it takes algorithms, allow_hosts, audience, issuer, "
+        "jwks_cache_secs, jwks_file, jwks_url, leeway_secs, roles_claim, verdict_ttl_secs)",
+        "busbar: 4 config error(s); refusing to start"]
+
+
+def test_the_plugin_itself_refuses_an_unknown_key_and_an_hmac_algorithm(plugin_dir, tmp_path):
+    plugin = load_packed(plugin_dir / "busbar-auth-oidc-1.5.0.tar.gz", public_key=SIGN[1], workdir=tmp_path)
+    good = {"issuer": ISSUER, "audience": AUDIENCE, "jwks_file": str(tmp_path / "jwks.json")}
+    try:
+        with pytest.raises(ValueError) as e:
+            plugin.open({**good, "role_claim": "groups"})
+        assert str(e.value).endswith("settings.role_claim: unknown setting for oidc (it takes algorithms, allow_hosts, "
+                                     "audience, issuer, jwks_cache_secs, jwks_file, jwks_url, leeway_secs, roles_claim, "
+                                     "verdict_ttl_secs)")
+        for algorithms in (["HS256"], [], "RS256"):
+            with pytest.raises(ValueError) as e:
+                plugin.open({**good, "algorithms": algorithms})
+            assert str(e.value).endswith("settings.algorithms: must list one or more of RS256, RS384, RS512, ES256, "
+                                         f"ES384, PS256, EdDSA, found {algorithms!r}")
     finally:
         plugin.unload()

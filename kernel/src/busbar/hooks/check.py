@@ -140,11 +140,11 @@ def settings_faults(schema: Any, ref: Any, cfg: Any, path: str, *, in_global: bo
     and the boot, in one order. First the Busbar keywords (pool members: pool refs only; deadlines;
     gateway refs; header allowlists; CEL), then the ``required`` keys and egress URLs (through
     ``policy``, the deployment's SSRF policy), then the schema itself
-    (:func:`busbar.hooks.schema_check.schema_faults`) at key paths no earlier line names.
+    (:func:`busbar.config.plugin_settings.schema_faults`) at key paths no earlier line names.
     """
     from busbar_sdk.settings_schema import settings_rules
 
-    from busbar.hooks.schema_check import schema_faults
+    from busbar.config.plugin_settings import schema_faults
     from busbar.security.egress import settings_faults as egress_faults
 
     if not isinstance(schema, (str, dict)):

@@ -289,8 +289,8 @@ class HookFacade:
         """What the kernel refuses in ``settings`` before pushing them (one line each, naming the
         key under ``settings.``): header allowlist entries that cannot be projected,
         ``x-busbar-cel`` expressions that do not compile or read an unlisted header, then what
-        breaks the plugin's settings schema (``busbar.hooks.schema_check``) at other keys."""
-        from busbar.hooks.schema_check import schema_faults
+        breaks the plugin's settings schema (``busbar.config.plugin_settings``) at other keys."""
+        from busbar.config.plugin_settings import schema_faults
 
         out = header_faults(self.schema, settings) + cel_faults(self.schema, settings)
         named = {where for where, _ in out}

@@ -12,7 +12,9 @@ rejected; a valid one identifies ``sub`` with the roles of ``roles_claim``, cach
 """
 from __future__ import annotations
 
+import json
 import time
+from importlib import resources
 from typing import Any, ClassVar
 
 import jwt
@@ -26,6 +28,11 @@ __all__ = ["OidcAuth", "plugin"]
 
 __version__ = "1.5.0"
 
+#: The signed settings schema (package data): its keys and its asymmetric algorithms are the only
+#: ones taken (an HMAC algorithm would verify with a JWKS key as a shared secret).
+_SCHEMA: dict[str, Any] = json.loads(resources.files(__name__).joinpath("settings_schema.json").read_text("utf-8"))
+_ALGORITHMS: tuple[str, ...] = tuple(_SCHEMA["properties"]["algorithms"]["items"]["enum"])
+
 _DEFAULTS: dict[str, Any] = {"roles_claim": "roles", "algorithms": ["RS256", "ES256"], "jwks_cache_secs": 300,
                              "verdict_ttl_secs": 60, "leeway_secs": 30, "allow_hosts": []}
 
@@ -37,7 +44,15 @@ class OidcAuth(AuthPlugin):
 
     def __init__(self, settings: dict[str, Any]) -> None:
         super().__init__(settings)
+        unknown = sorted(set(settings) - set(_SCHEMA["properties"]))
+        if unknown:
+            raise ValueError(f"settings.{unknown[0]}: unknown setting for oidc (it takes "
+                             f"{', '.join(sorted(_SCHEMA['properties']))})")
         s = {**_DEFAULTS, **settings}
+        algorithms = s["algorithms"]
+        if not isinstance(algorithms, list) or not algorithms or any(a not in _ALGORITHMS for a in algorithms):
+            raise ValueError(f"settings.algorithms: must list one or more of {', '.join(_ALGORITHMS)}, found "
+                             f"{algorithms!r}")
         for need in ("issuer", "audience"):
             if not isinstance(s.get(need), str) or not s[need]:
                 raise ValueError(f"settings.{need}: required (a non-empty string)")

@@ -1,10 +1,10 @@
-"""busbar.hooks.schema_check: a hook instance's settings against its plugin's settings schema, one
+"""busbar.config.plugin_settings: a hook instance's settings against its plugin's settings schema, one
 line per fault at its key path under ``settings``, values never echoed but an enum miss."""
 from __future__ import annotations
 
 import json
 
-from busbar.hooks.schema_check import schema_faults
+from busbar.config.plugin_settings import schema_faults
 
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -1,10 +1,11 @@
-"""A hook instance's ``settings:`` against its plugin's signed manifest ``settings_schema``, whole.
+"""A plugin instance's ``settings:`` against its plugin's signed manifest ``settings_schema``, whole.
 
 The schema is JSON Schema 2020-12 (docs/plugin-format.md "Settings schema keywords"); the kernel
-validates every configured instance with it (``jsonschema``) before the plugin is opened, so
-``busbar --validate``, the boot and an admin ``PATCH /hooks/{name}/settings`` refuse the same
-settings with the same lines, instead of the boot alone failing on the plugin's ``busbar_open``.
-The Busbar keywords (``x-busbar-*``) are judged elsewhere (``busbar.hooks.check``); the top-level
+validates every configured hook and auth-module instance with it (``jsonschema``) before the plugin
+is opened, so ``busbar --validate``, the boot and an admin ``PATCH /hooks/{name}/settings`` refuse
+the same settings with the same lines, instead of the boot alone failing on the plugin's
+``busbar_open`` (or, for a plugin that does not check a key, the key doing nothing). The Busbar
+keywords (``x-busbar-*``) are judged elsewhere (``busbar.hooks.check``); for a hook, the top-level
 ``required`` keys too (``busbar.security.egress.settings_faults``, with the plugin's description).
 
 One line per fault, naming the key path under ``settings`` (``where``) and what is wrong:
@@ -46,7 +47,8 @@ _TYPES = {"integer": "an integer", "number": "a number", "string": "a string", "
 _GOT = {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "map", type(None): "null"}
 
 
-def schema_faults(schema: str | Mapping[str, Any] | None, settings: Any, module: str) -> list[tuple[str, str]]:
+def schema_faults(schema: str | Mapping[str, Any] | None, settings: Any, module: str, *,
+                  root_required: bool = False) -> list[tuple[str, str]]:
     """``(key path under settings, text)`` for every way ``settings`` breaks ``schema`` (the
     manifest's JSON text or parsed object; ``None``: nothing to judge), in key-path order.
 
@@ -54,6 +56,8 @@ def schema_faults(schema: str | Mapping[str, Any] | None, settings: Any, module:
         schema: the plugin's manifest ``settings_schema``.
         settings: the instance's ``settings:`` (``{}`` when absent).
         module: the plugin's name as the config spells it, for the unknown-key line.
+        root_required: report the schema's top-level ``required`` keys too (``<key>: required``);
+            a hook's are reported by ``busbar.security.egress.settings_faults`` instead.
     """
     if schema is None:
         return []
@@ -63,7 +67,7 @@ def schema_faults(schema: str | Mapping[str, Any] | None, settings: Any, module:
         return []
     out: list[tuple[str, str]] = []
     for err in validator.iter_errors(settings):
-        out.extend(_lines(err, module))
+        out.extend(_lines(err, module, root_required))
     return sorted(out, key=lambda line: _order(line[0]))
 
 
@@ -77,14 +81,14 @@ def _validator(text: str) -> Draft202012Validator | None:
     return Draft202012Validator(doc)
 
 
-def _lines(err: ValidationError, module: str) -> Iterable[tuple[str, str]]:
+def _lines(err: ValidationError, module: str, root_required: bool) -> Iterable[tuple[str, str]]:
     where = _path(err.absolute_path)
     kind: Any = err.validator
     want: Any = err.validator_value
     value: Any = err.instance
     schema: Mapping[str, Any] = err.schema if isinstance(err.schema, Mapping) else {}
     if kind == "required":
-        if not where:                   # top level: the "required by <plugin> (...)" line says it
+        if not where and not root_required:     # a hook's: the "required by <plugin> (...)" line says it
             return []
         missing = [k for k in want if isinstance(value, Mapping) and k not in value]
         return [(_join(where, k), "required") for k in missing]
