@@ -134,6 +134,21 @@ def case_egress_url_setting_on_a_metadata_address(tmp_path, plugdir, pack, keys)
     return cfg, [EGRESS_FAULT]
 
 
+def case_secret_settings_outside_its_schema(tmp_path, plugdir, pack, keys):
+    """A { module: <secret plugin>, settings } reference's settings are judged by that plugin's
+    manifest settings schema in both modes, before any plugin code runs (as hook and auth settings)."""
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"type": "object", "additionalProperties": false, "required": ["path"], "properties": '
+                      '{"path": {"type": "string"}, "ttl": {"type": "integer", "minimum": 1}}}')
+    pack(plugdir / "p.tar.gz", wheel="marker", name="import-marker", alias="vault", kind="secret",
+         extra=["--settings-schema-file", str(schema)])
+    cfg = _config(tmp_path, keys, "")
+    cfg.write_text(cfg.read_text().replace("{ env: K }", "{ module: vault, settings: { pth: /kv/up, ttl: 0 } }"))
+    return cfg, ["config.yaml: providers.up.api_key.settings.path: required",
+                 "config.yaml: providers.up.api_key.settings.pth: unknown setting for vault (it takes path, ttl)",
+                 "config.yaml: providers.up.api_key.settings.ttl: must be >= 1"]
+
+
 def case_invalid_tarball(tmp_path, plugdir, pack, keys):
     (plugdir / "junk.tar.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
     cfg = _config(tmp_path, keys, "")
@@ -149,7 +164,7 @@ def case_unset_secret(tmp_path, plugdir, pack, keys):
 
 CASES = [case_egress_url_setting_on_a_metadata_address, case_hook_module_typo, case_untrusted_publisher, case_below_floor, case_kind_mismatch,
          case_secret_module_names_a_hook, case_invalid_tarball, case_unset_secret, case_store_without_its_tarball,
-         case_unsupported_key]
+         case_unsupported_key, case_secret_settings_outside_its_schema]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.__name__.removeprefix("case_") for c in CASES])

@@ -139,7 +139,9 @@ class Context:
         """Resolve an env/file reference for a check; None for a module ref (needs the loader) or an
         unreadable file (reported here as an error, as the boot would fail on it)."""
         if not isinstance(ref, (EnvRef, FileRef)):
-            self.plugin_ref(getattr(ref, "module", ""), path, kind="secret")
+            module = getattr(ref, "module", "")
+            self.plugin_ref(module, path, kind="secret")
+            self.plugin_settings(module, getattr(ref, "settings", {}), f"{path}.settings", kind="secret")
             return None
         try:
             return resolve_secret(ref, self.env, where=path, read_file=self.read_file)
@@ -170,6 +172,19 @@ class Context:
         elif found != kind:
             self.err(path, f"'{module}' is a kind: {found} plugin, not a kind: {kind} plugin; name a "
                            f"kind: {kind} plugin")
+
+    def plugin_settings(self, module: str, settings: Any, path: str, *, kind: str) -> None:
+        """A ``kind`` plugin instance's ``settings`` (at ``path``) against its manifest
+        ``settings_schema``, with a catalog that serves it and names ``module`` a loadable plugin
+        of that kind (busbar.config.plugin_settings; a hook's go through busbar.hooks.check)."""
+        catalog = self.plugins
+        schema_of = getattr(catalog, "settings_schema_of", None)
+        if catalog is None or schema_of is None or not self.cfg.plugins.enabled or catalog.kind_of(module) != kind:
+            return
+        from busbar.config.plugin_settings import schema_faults
+
+        for where, text in schema_faults(schema_of(module), settings, module, root_required=True):
+            self.err(f"{path}.{where}" if where else path, text)
 
     # --- SSRF ---------------------------------------------------------------------------------
 

@@ -103,23 +103,10 @@ def _entries(ctx: Any, which: str) -> list[str]:
                           f"use {BUILTIN_ADMIN_MODULE} or an identity-provider auth plugin")
         elif mod.name not in (BUILTIN_CHAIN_MODULE, BUILTIN_ADMIN_MODULE):
             ctx.plugin_ref(mod.name, path, kind="auth")
-            _auth_settings(ctx, mod.name, mod.settings, f"{path}.{mod.name}.settings")
+            ctx.plugin_settings(mod.name, mod.settings, f"{path}.{mod.name}.settings", kind="auth")
         if mod.name == BUILTIN_ADMIN_MODULE and mod.token is not None:
             ctx.secret(mod.token, f"{path}.{mod.name}.token")   # unset / blank: a fault
     return names
-
-
-def _auth_settings(ctx: Any, module: str, settings: dict[str, Any], path: str) -> None:
-    """An auth module's ``settings:`` against its plugin's manifest ``settings_schema`` (with a
-    catalog that serves it and names ``module`` a kind: auth plugin; busbar.config.plugin_settings)."""
-    catalog = ctx.plugins
-    schema_of = getattr(catalog, "settings_schema_of", None)
-    if schema_of is None or not ctx.cfg.plugins.enabled or catalog.kind_of(module) != "auth":
-        return
-    from busbar.config.plugin_settings import schema_faults
-
-    for where, text in schema_faults(schema_of(module), settings, module, root_required=True):
-        ctx.err(f"{path}.{where}" if where else path, text)
 
 
 def check_auth(ctx: Any) -> None:
