@@ -63,6 +63,13 @@ def test_the_top_level_required_key_and_a_good_instance_give_nothing() -> None:
         ("tags[1]", "must be at least 3 characters"), ("tags[2]", "must be at least 3 characters")]
 
 
+def test_an_integer_is_an_int_never_a_whole_float_nor_a_bool() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}}}
+    assert schema_faults(schema, {"n": 2000.0, "x": 1}, "a") == [("n", "expected an integer, got float")]
+    assert schema_faults(schema, {"n": True, "x": 2.5}, "a") == [("n", "expected an integer, got bool")]
+    assert schema_faults(schema, {"n": 2000, "x": 2000.0}, "a") == []
+
+
 def test_settings_that_are_not_a_map_and_schemas_that_judge_nothing() -> None:
     assert schema_faults(SCHEMA, ["url"], "a") == [("", "expected a map, got list")]
     assert schema_faults(None, {"anything": 1}, "a") == []

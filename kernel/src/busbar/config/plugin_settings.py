@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 
 __all__ = ["schema_faults"]
@@ -71,14 +71,25 @@ def schema_faults(schema: str | Mapping[str, Any] | None, settings: Any, module:
     return sorted(out, key=lambda line: _order(line[0]))
 
 
+def _is_integer(_checker: Any, value: Any) -> bool:
+    """An integer is an ``int`` (never a ``bool``, never a float such as ``2000.0``, which JSON
+    Schema counts as one but the plugins, reading Python values, refuse)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: Draft 2020-12 with the plugins' reading of "integer".
+_Validator = validators.extend(  # type: ignore[no-untyped-call]  # jsonschema leaves extend untyped
+    Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
+
+
 @lru_cache(maxsize=64)
-def _validator(text: str) -> Draft202012Validator | None:
+def _validator(text: str) -> Any:
     try:
         doc = json.loads(text)
         Draft202012Validator.check_schema(doc)
     except (ValueError, SchemaError):
         return None
-    return Draft202012Validator(doc)
+    return _Validator(doc)
 
 
 def _lines(err: ValidationError, module: str, root_required: bool) -> Iterable[tuple[str, str]]:
