@@ -223,6 +223,12 @@ SCHEMA_BAD = [
      "settings.min_confidence: must be <= 1\nconfig.yaml: pools.p3.hooks[0].settings.multi: expected a boolean, got str"),
     ("cache: { ttl: -1, size: 'big' }",
      "settings.cache.size: expected an integer, got str\nconfig.yaml: pools.p4.hooks[0].settings.cache.ttl: must be >= 0"),
+    ("temperature: 500\n          cache: { ttl: 99999999, size: 2000.0 }",
+     "settings.cache.size: expected an integer, got float\nconfig.yaml: pools.p5.hooks[0].settings.cache.ttl: must be "
+     "<= 2592000\nconfig.yaml: pools.p5.hooks[0].settings.temperature: must be <= 100"),
+    ("fallback: [ { rules: [ { when: 'true' } ], default: [] } ]",
+     "settings.fallback[0].default: must list at least 1 item(s)\nconfig.yaml: pools.p6.hooks[0].settings.fallback[0]."
+     "rules[0].to: required"),
 ]
 
 

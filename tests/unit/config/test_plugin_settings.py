@@ -70,6 +70,12 @@ def test_an_integer_is_an_int_never_a_whole_float_nor_a_bool() -> None:
     assert schema_faults(schema, {"n": 2000, "x": 2000.0}, "a") == []
 
 
+def test_a_text_that_must_not_be_blank() -> None:
+    schema = {"type": "object", "properties": {"d": {"type": "string", "pattern": "\\S"}}}
+    assert schema_faults(schema, {"d": " \t "}, "a") == [("d", "must not be blank")]
+    assert schema_faults(schema, {"d": " x "}, "a") == []
+
+
 def test_settings_that_are_not_a_map_and_schemas_that_judge_nothing() -> None:
     assert schema_faults(SCHEMA, ["url"], "a") == [("", "expected a map, got list")]
     assert schema_faults(None, {"anything": 1}, "a") == []

@@ -22,7 +22,7 @@ JSON Schema keyword             text
 ``minLength`` / ``maxLength``   ``must not be empty`` / ``must be at least 3 characters`` /
                                 ``must be at most 64 characters``
 ``required`` (nested)           ``<parent>.<key>: required``
-``pattern``                     ``must match the pattern ^a``
+``pattern``                     ``must match the pattern ^a`` (``\\S``: ``must not be blank``)
 ``uniqueItems``                 ``must not list an item twice``
 anything else                   ``does not satisfy the plugin's settings schema (<keyword>)``
 ==============================  ==================================================================
@@ -125,7 +125,7 @@ def _lines(err: ValidationError, module: str, root_required: bool) -> Iterable[t
     if kind == "maxLength":
         return [(where, f"must be at most {want} characters")]
     if kind == "pattern":
-        return [(where, f"must match the pattern {want}")]
+        return [(where, "must not be blank" if want == r"\S" else f"must match the pattern {want}")]
     if kind == "uniqueItems":
         return [(where, "must not list an item twice")]
     if kind == "dependentRequired":
