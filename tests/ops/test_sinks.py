@@ -116,3 +116,19 @@ def test_the_jsonl_file_rotates_at_its_size(tmp_path):
     assert all(p.stat().st_size <= 1000 for p in tmp_path.iterdir())
     newest = [json.loads(ln)["model"] for ln in path.read_text().splitlines()]
     assert newest[-1] == "m19"
+
+
+@pytest.mark.parametrize(("where", "line"), [
+    ("nodir/req.jsonl", "directory {tmp}/nodir does not exist; create it or choose another path"),
+    (".", "{tmp}/. is a directory; give a file path"),
+])
+def test_a_request_log_file_the_boot_cannot_open_is_a_config_error_in_both_modes(tmp_path, where, line):
+    """It was a traceback at boot (FileNotFoundError from the rotating handler) after --validate said valid."""
+    from tests.plugins.test_validate_equals_boot import both
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f'listen: "127.0.0.1:0"\nobservability: {{ request_log_file: "{tmp_path}/{where}" }}\n'
+                   'providers:\n  up: { protocol: openai, base_url: "http://127.0.0.1:9", api_key: { env: K } }\n'
+                   'models:\n  m: { provider: up }\npools:\n  p: { members: [ { model: m } ] }\n')
+    assert both(cfg) == [f"config.yaml: observability.request_log_file: {line.format(tmp=tmp_path)}",
+                         "busbar: 1 config error(s); refusing to start"]

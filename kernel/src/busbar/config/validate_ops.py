@@ -56,6 +56,10 @@ def check(ctx: Any) -> None:
             ctx.err(f"observability.{name}", f"must be ≥ 1 (default {default})")
     if obs.request_log_file is not None and not obs.request_log_file.strip():
         ctx.err("observability.request_log_file", "is empty; give a file path (or omit the key)")
+    elif obs.request_log_file is not None:
+        fault = log_file_fault(obs.request_log_file)
+        if fault:
+            ctx.err("observability.request_log_file", fault)
     if cfg.metrics is not None and cfg.metrics.buffer_seconds < 1:
         ctx.err("metrics.buffer_seconds", "must be ≥ 1 (seconds of observations to retain, e.g. 60)")
     if cfg.security.allow_all_metadata:
@@ -69,3 +73,23 @@ def check(ctx: Any) -> None:
         ctx.err("advanced.worker_threads", "must be ≥ 1 (omit it for one per core)")
     if adv.upstream_http1_only and adv.upstream_h2_prior_knowledge:
         ctx.err("advanced.upstream_h2_prior_knowledge", "contradicts upstream_http1_only: true; keep one")
+
+
+def log_file_fault(path: str) -> str:
+    """What keeps this process from appending to the file at ``path`` (relative: to the working
+    directory, as the boot opens it), or ``""``: a directory at the path, a missing or unwritable
+    parent directory, an existing file it may not write."""
+    import os
+    from pathlib import Path
+
+    file = Path(path)
+    parent = file.parent
+    if file.is_dir():
+        return f"{path} is a directory; give a file path"
+    if not parent.is_dir():
+        return f"directory {parent} does not exist; create it or choose another path"
+    if file.exists() and not os.access(file, os.W_OK):
+        return f"{path} is not writable by this process"
+    if not file.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        return f"directory {parent} is not writable by this process"
+    return ""
