@@ -149,11 +149,12 @@ class ValkeyStore(Store):
         except StoreError:
             raise
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            raise StoreUnavailable(self._clean(f"valkey at {self.where} is unavailable: {exc}")) from None
+            raise StoreUnavailable(f"valkey at {self.where} is unavailable: {self._clean(str(exc))}") from None
         except RedisError as exc:
-            raise StoreError(self._clean(f"valkey: {type(exc).__name__}: {exc}")) from None
+            raise StoreError(f"valkey: {type(exc).__name__}: {self._clean(str(exc))}") from None
 
     def _clean(self, text: str) -> str:
+        """A driver's error text with the URL and its password masked (that text only: see sql.py)."""
         if self._password:
             text = text.replace(self._password, "***")
         return text.replace(self._url, self.where)

@@ -259,6 +259,9 @@ class SqlStore(Store):
 
     # -- plumbing ----------------------------------------------------------------------------
     def _clean(self, text: str) -> str:
+        """A driver's error text with every secret (the URL's password) masked; applied to that text
+        only, never to the message around it (a password that is a substring of the backend or the
+        redacted URL would otherwise mask those and give itself away)."""
         for secret in self._scrub:
             text = text.replace(secret, "***")
         return text
@@ -279,23 +282,23 @@ class SqlStore(Store):
             if autocommit:
                 await conn.execution_options(isolation_level="AUTOCOMMIT")
         except (TimeoutError, SQLAlchemyError, OSError, ConnectionError) as exc:
-            raise StoreUnavailable(self._clean(f"{self.backend} at {self.where} is unavailable: "
-                                               f"{_reason(exc)}")) from None
+            raise StoreUnavailable(f"{self.backend} at {self.where} is unavailable: "
+                                   f"{self._clean(_reason(exc))}") from None
         try:
             async with conn.begin():
                 yield conn
         except StoreError:
             raise
         except (TimeoutError, OperationalError, OSError, ConnectionError) as exc:
-            raise StoreUnavailable(self._clean(f"{self.backend} at {self.where} is unavailable: "
-                                               f"{_reason(exc)}")) from None
+            raise StoreUnavailable(f"{self.backend} at {self.where} is unavailable: "
+                                   f"{self._clean(_reason(exc))}") from None
         except DBAPIError as exc:
             if exc.connection_invalidated:
-                raise StoreUnavailable(self._clean(f"{self.backend} at {self.where}: connection lost: "
-                                                   f"{_reason(exc)}")) from None
-            raise StoreError(self._clean(f"{self.backend}: {_reason(exc)}")) from None
+                raise StoreUnavailable(f"{self.backend} at {self.where}: connection lost: "
+                                       f"{self._clean(_reason(exc))}") from None
+            raise StoreError(f"{self.backend}: {self._clean(_reason(exc))}") from None
         except SQLAlchemyError as exc:
-            raise StoreError(self._clean(f"{self.backend}: {_reason(exc)}")) from None
+            raise StoreError(f"{self.backend}: {self._clean(_reason(exc))}") from None
         finally:
             await conn.close()
 
@@ -505,10 +508,10 @@ class SqlStore(Store):
         except (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError, TimeoutError) as exc:
             if self._pool is not None:
                 await self._pool.expire_connections()  # a server restart cut them all: replace each
-            raise StoreUnavailable(self._clean(f"{self.backend} at {self.where} is unavailable: "
-                                               f"{type(exc).__name__}: {exc}")) from None
+            raise StoreUnavailable(f"{self.backend} at {self.where} is unavailable: "
+                                   f"{self._clean(f'{type(exc).__name__}: {exc}')}") from None
         except asyncpg.PostgresError as exc:
-            raise StoreError(self._clean(f"{self.backend}: {type(exc).__name__}: {exc}")) from None
+            raise StoreError(f"{self.backend}: {self._clean(f'{type(exc).__name__}: {exc}')}") from None
 
     async def _open_pool(self) -> Any:
         async with self._pool_lock:
