@@ -139,8 +139,21 @@ def test_builtin_modules_in_the_wrong_chain_and_token_on_the_wrong_module() -> N
         "config.yaml: auth.admin_auth[0]: keys verifies data-plane keys, which carry no admin scope; use "
         "admin-tokens or an identity-provider auth plugin"]
     assert faults("auth: { chain: [ { keys: { token: { env: ADMIN } } } ] }\n") == [
-        "config.yaml: auth.chain[0].keys.token: token: is for the built-in admin-tokens module only; put 'keys''s "
-        "own config under settings:"]
+        "config.yaml: auth.chain[0].keys.token: token: is for the built-in admin-tokens module only; remove it"]
+
+
+def test_fields_a_builtin_module_would_ignore_are_refused() -> None:
+    text = ("auth:\n  chain: [ { keys: { max_admin_scope: full, settings: { ttl: 5 } } } ]\n"
+            "  admin_auth:\n    - admin-tokens: { token: { env: ADMIN }, max_admin_scope: read-only, settings: { a: 1 } }\n")
+    assert faults(text, env={"K": "sk", "ADMIN": "t0k"}) == [
+        "config.yaml: auth.chain[0].keys.settings: the built-in keys module takes no settings; remove them",
+        "config.yaml: auth.chain[0].keys.max_admin_scope: keys verifies data-plane keys, which carry no admin scope, "
+        "so a ceiling here would do nothing; remove it",
+        "config.yaml: auth.admin_auth[0].admin-tokens.settings: the built-in admin-tokens module takes no settings; "
+        "remove them",
+        "config.yaml: auth.admin_auth[0].admin-tokens.max_admin_scope: admin-tokens is the root operator credential, "
+        "exempt from any ceiling, so a ceiling here would do nothing; remove it"]
+    assert warnings("auth: { chain: [ { keys: { settings: {} } } ] }\n") is not None   # an empty map asks for nothing
 
 
 def test_admin_token_blank() -> None:

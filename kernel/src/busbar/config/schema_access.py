@@ -72,6 +72,8 @@ class AuthModule:
     max_admin_scope: str = "read-only"
     token: Any = None
     settings: dict[str, Any] = field(default_factory=dict)
+    given: frozenset[str] = frozenset()
+    """The typed fields the entry spells out (``max_admin_scope``, ``token``, ``settings``)."""
 
 
 class RoleBinding(Strict):
@@ -112,7 +114,7 @@ class AuthConfig(Strict):
         if isinstance(entry, str):
             return AuthModule(entry)
         (name, body), = entry.items()
-        return AuthModule(name, body.max_admin_scope, body.token, dict(body.settings))
+        return AuthModule(name, body.max_admin_scope, body.token, dict(body.settings), frozenset(body.model_fields_set))
 
     def modules(self, which: Literal["chain", "admin_auth"]) -> list[AuthModule]:
         """Every entry of ``chain`` or ``admin_auth`` as :class:`AuthModule`, in order."""

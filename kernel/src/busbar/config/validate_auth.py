@@ -94,8 +94,11 @@ def _entries(ctx: Any, which: str) -> list[str]:
             ctx.err(path, f"'{mod.name}' is listed twice; keep one entry per module")
         names.append(mod.name)
         if mod.token is not None and mod.name != BUILTIN_ADMIN_MODULE:
+            fix = "remove it" if mod.name == BUILTIN_CHAIN_MODULE else f"put '{mod.name}''s own config under settings:"
             ctx.err(f"{path}.{mod.name}.token", f"token: is for the built-in {BUILTIN_ADMIN_MODULE} module "
-                                                f"only; put '{mod.name}''s own config under settings:")
+                                                f"only; {fix}")
+        if mod.name in (BUILTIN_CHAIN_MODULE, BUILTIN_ADMIN_MODULE):
+            _builtin_fields(ctx, path, mod)
         if which == "chain" and mod.name == BUILTIN_ADMIN_MODULE:
             ctx.err(path, f"{BUILTIN_ADMIN_MODULE} gates the admin API only; move it to auth.admin_auth")
         elif which == "admin_auth" and mod.name == BUILTIN_CHAIN_MODULE:
@@ -107,6 +110,19 @@ def _entries(ctx: Any, which: str) -> list[str]:
         if mod.name == BUILTIN_ADMIN_MODULE and mod.token is not None:
             ctx.secret(mod.token, f"{path}.{mod.name}.token")   # unset / blank: a fault
     return names
+
+
+def _builtin_fields(ctx: Any, path: str, mod: Any) -> None:
+    """A built-in module's entry may not carry fields it would ignore: neither takes ``settings``;
+    ``keys`` grants no admin scope and ``admin-tokens`` is the root credential (exempt from a
+    ceiling), so ``max_admin_scope`` would do nothing on either."""
+    if mod.settings:
+        ctx.err(f"{path}.{mod.name}.settings", f"the built-in {mod.name} module takes no settings; remove them")
+    if "max_admin_scope" in mod.given:
+        why = ("verifies data-plane keys, which carry no admin scope" if mod.name == BUILTIN_CHAIN_MODULE
+               else "is the root operator credential, exempt from any ceiling")
+        ctx.err(f"{path}.{mod.name}.max_admin_scope", f"{mod.name} {why}, so a ceiling here would do nothing; "
+                                                      f"remove it")
 
 
 def check_auth(ctx: Any) -> None:
