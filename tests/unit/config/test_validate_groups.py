@@ -129,3 +129,14 @@ def test_absent_rate_card_prices_nothing_and_per_request_fee_default() -> None:
     assert cfg.rate_card is None and cfg.per_request_fee == 0
     assert faults("per_request_fee: -1\n") == [
         "config.yaml: per_request_fee: -1 is negative; must be ≥ 0 (default 0)"]
+
+
+def test_a_budget_that_can_never_bind_is_warned() -> None:
+    groups = "groups:\n  acme:\n    limits: [ { budget: 1, per: month }, { requests: 5, per: day } ]\n"
+    never = ("config.yaml: groups.acme.limits[0].budget: no rate_card and per_request_fee 0: every request's spend "
+             "is 0, so this budget never binds; add a rate_card (or a per_request_fee)")
+    assert never in load_config_text(BASE + groups, ENV).warnings
+    fee = load_config_text(BASE + groups + "per_request_fee: 1\n", ENV).warnings
+    card = load_config_text(BASE + groups + "rate_card:\n  claude: { input_utok: 1.0 }\n  gpt-4o: { input_utok: 1.0 }\n",
+                            ENV).warnings
+    assert never not in fee and never not in card

@@ -28,7 +28,8 @@ class AuthEntryBody(Strict):
 
     max_admin_scope: AdminScope = "read-only"
     """Ceiling on the admin scope obtainable through this module (read-only | hooks-register | mint |
-    full); the built-in admin-tokens operator credential is exempt."""
+    full); the built-in admin-tokens operator credential is exempt: set on it (or on keys) it is
+    refused, as is settings: on either built-in."""
     token: SecretRef | None = None
     """The operator admin credential: built-in admin-tokens module only (a secret reference)."""
     settings: dict[str, Any] = Field(default_factory=dict)

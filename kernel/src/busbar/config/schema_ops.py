@@ -96,7 +96,7 @@ class ObservabilityConfig(Strict):
     """Per-delivery timeout, in seconds. ≥ 1."""
     request_log_file: str | None = None
     """Busbar (Python) extension: append one JSON line per completed request to this file (the webhook's
-    document; docs/operations.md#request-log-sinks)."""
+    document; docs/operations.md#request-log-sinks). Its directory must exist and be writable."""
     request_log_rotate_mb: int = 100
     """Busbar (Python) extension: rotate request_log_file at this many MiB (keeps 5 rotated files). ≥ 1."""
 

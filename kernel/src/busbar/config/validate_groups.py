@@ -42,6 +42,9 @@ def _limit(ctx: Any, path: str, lim: Any) -> None:
     for m in metrics:
         if getattr(lim, m) < 0:
             ctx.err(f"{path}.{m}", f"{getattr(lim, m)} is negative; must be ≥ 0")
+    if "budget" in metrics and ctx.cfg.rate_card is None and ctx.cfg.per_request_fee == 0:
+        ctx.warn(f"{path}.budget", "no rate_card and per_request_fee 0: every request's spend is 0, so this budget "
+                                   "never binds; add a rate_card (or a per_request_fee)")
     windowed = [m for m in metrics if m in _WINDOWED]
     if windowed and lim.per is None:
         ctx.err(f"{path}.per", f"{windowed[0]} needs a window; add per: minute | hour | day | month | total")
