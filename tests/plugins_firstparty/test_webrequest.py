@@ -290,6 +290,28 @@ def test_localhost_names_and_the_allow_list_reach_the_sidecar(webrequest, stub, 
     assert [s.path for s in stub.seen] == ["/a", "/b"]
 
 
+def test_the_deployments_security_policy_reaches_the_forwarders_guard(webrequest, stub) -> None:
+    """security.allow_metadata_hosts / blocked_metadata_hosts apply to the forwarder's egress as to
+    the kernel's (the kernel sets the policy before plugins open; busbar_sdk.ssrf.set_deployment_policy)."""
+    from busbar_sdk.ssrf import SsrfPolicy, deployment_policy, set_deployment_policy
+
+    before = deployment_policy()
+    try:
+        with pytest.raises(Exception, match="cloud-metadata endpoint"):
+            webrequest.open({"url": "https://169.254.169.254/hook"})
+        set_deployment_policy(SsrfPolicy(allow_metadata_hosts=["169.254.169.254"]))
+        webrequest.open({"url": "https://169.254.169.254/hook"}).close()       # open does not connect
+        set_deployment_policy(SsrfPolicy(blocked_metadata_hosts=["127.0.0.1"]))
+        inst = webrequest.open({"url": f"http://localhost:{stub.port}/h", "timeout_ms": 1000})
+        with pytest.raises(Exception, match="cloud-metadata") as info:
+            inst.call(DECIDE)
+        assert getattr(info.value, "reason", None) == "ssrf"
+        inst.close()
+    finally:
+        set_deployment_policy(before)
+    assert stub.seen == []
+
+
 # ------------------------------------------------------------------------------ management
 
 def test_configure_is_relayed_and_committed_only_on_the_sidecars_exact_ack(webrequest, stub) -> None:

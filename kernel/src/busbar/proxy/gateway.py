@@ -104,6 +104,10 @@ class Gateway:
               transport: httpx.AsyncBaseTransport | None = None, module_resolver: ModuleResolver | None = None,
               plugins: PluginSet | None = None) -> Gateway:
         cfg = loaded.config
+        from busbar_sdk.ssrf import SsrfPolicy, set_deployment_policy
+
+        sec = cfg.security                   # plugin egress guards start from it (busbar_sdk.ssrf)
+        set_deployment_policy(SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata))
         providers: dict[str, Provider] = {}
         for name, dep in cfg.providers.items():
             merged = _merged_provider_fields(loaded, name)

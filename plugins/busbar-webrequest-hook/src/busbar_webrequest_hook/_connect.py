@@ -21,22 +21,20 @@ from busbar_sdk.ssrf import (
     HostGuard,
     IPAddress,
     SsrfBlocked,
-    SsrfPolicy,
     SyncResolver,
+    deployment_policy,
     host_addresses,
     system_resolver,
 )
 
 __all__ = ["RESOLVER", "GuardedBackend", "settings_guard", "system_resolver"]
 
-#: The forwarder's policy: the built-in metadata denylist; its own allow-list key in refusal hints.
-_POLICY = SsrfPolicy(allow_key="allow_hosts")
-
-
 def settings_guard(allow_hosts: Sequence[str] = ()) -> HostGuard:
-    """The guard of one settings generation: ``settings.url``'s purpose, loopback-only address
-    rules, ``allow_hosts`` (already validated entries) as this instance's own exception."""
-    return HostGuard(_POLICY, purpose="settings.url", provider_allow=tuple(allow_hosts), allow_private=False)
+    """The guard of one settings generation: the deployment's ``security:`` policy (as the kernel
+    set it), ``settings.url``'s purpose, loopback-only address rules, ``allow_hosts`` (already
+    validated entries) as this instance's own exception, named in refusal hints."""
+    return HostGuard(deployment_policy().with_allow_key("allow_hosts"), purpose="settings.url",
+                     provider_allow=tuple(allow_hosts), allow_private=False)
 
 
 #: ``(host, port) -> addresses``, looked up at connect time (tests replace it; no network needed).

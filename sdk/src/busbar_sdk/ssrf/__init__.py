@@ -14,6 +14,8 @@ Public names:
   ``effective_denylist``, ``startup_warnings``, ``from_config``), :class:`SsrfBlocked`,
   :data:`BUILTIN_METADATA_HOSTS`: verdicts.
 - :class:`HostGuard`: one purpose's verdicts bound to its own allow-list; :func:`redact_url`.
+- :func:`deployment_policy` / :func:`set_deployment_policy`: the deployment's ``security:`` policy,
+  set by the kernel before plugins open; a plugin's egress guard starts from it.
 - :func:`host_addresses`, :func:`system_resolver`, :func:`unique_addresses`, :data:`SyncResolver`:
   the resolve step of a connect-time guard (which addresses ``HostGuard.check_addresses`` judges).
 
@@ -26,6 +28,7 @@ Example::
 """
 from __future__ import annotations
 
+from busbar_sdk.ssrf._deployment import deployment_policy, set_deployment_policy
 from busbar_sdk.ssrf._guard import HostGuard, redact_url
 from busbar_sdk.ssrf._hosts import (
     ADDRESS_CLASSES,
@@ -53,11 +56,13 @@ __all__ = [
     "SyncResolver",
     "address_class",
     "canonical_host",
+    "deployment_policy",
     "embedded_ipv4",
     "host_addresses",
     "is_localhost_name",
     "parse_host_or_network",
     "redact_url",
+    "set_deployment_policy",
     "system_resolver",
     "unique_addresses",
 ]
