@@ -196,8 +196,7 @@ class Context:
 
             sec = self.cfg.security
             try:
-                self._policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts,
-                                          sec.allow_all_metadata)
+                self._policy = SsrfPolicy.from_config(sec)
             except ValueError as e:
                 self.err("security", f"{e}; use host names, IP literals or CIDRs")
                 self._policy = SsrfPolicy()

@@ -124,7 +124,7 @@ def _check_ref(cfg: Any, plugins: Any, path: str, ref: Any, in_global: bool, err
         if rules.required or rules.egress_urls:
             sec = cfg.security
             try:
-                policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
+                policy = SsrfPolicy.from_config(sec)
             except ValueError as e:
                 err("security", f"{e}; use host names, IP literals or CIDRs")
                 return

@@ -92,7 +92,7 @@ class WebhookSink:
         from busbar.security.connector import guarded_connector
 
         sec = self._loaded.config.security
-        policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
+        policy = SsrfPolicy.from_config(sec)
         guard = HostGuard(policy, purpose="observability.request_log_webhook_url", allow_private=False,
                           require_https=True)
         return aiohttp.ClientSession(connector=guarded_connector(guard, max_idle_per_host=8, idle_timeout_s=60),

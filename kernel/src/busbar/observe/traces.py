@@ -94,7 +94,7 @@ def _guard(loaded: LoadedConfig) -> HostGuard:
     from busbar_sdk.ssrf import HostGuard, SsrfPolicy
 
     sec = loaded.config.security
-    return HostGuard(SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata),
+    return HostGuard(SsrfPolicy.from_config(sec),
                      purpose="observability.otlp_url", allow_private=False)
 
 

@@ -107,7 +107,7 @@ class Gateway:
         from busbar_sdk.ssrf import SsrfPolicy, set_deployment_policy
 
         sec = cfg.security                   # plugin egress guards start from it (busbar_sdk.ssrf)
-        set_deployment_policy(SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata))
+        set_deployment_policy(SsrfPolicy.from_config(sec))
         providers: dict[str, Provider] = {}
         for name, dep in cfg.providers.items():
             merged = _merged_provider_fields(loaded, name)
@@ -198,7 +198,7 @@ def provider_guards(loaded: LoadedConfig) -> tuple[HostGuard, dict[str, HostGuar
     from busbar.security.ssrf import HostGuard, SsrfPolicy
 
     sec = loaded.config.security
-    policy = SsrfPolicy(sec.blocked_metadata_hosts, sec.allow_metadata_hosts, sec.allow_all_metadata)
+    policy = SsrfPolicy.from_config(sec)
     default = HostGuard(policy, purpose="provider", allow_private=True)
     by_allow: dict[tuple[str, ...], HostGuard] = {}
     scoped: dict[str, HostGuard] = {}
