@@ -181,9 +181,9 @@ READERS: dict[str, str] = {
     "plugins.trust.allow_unsigned": "loader/verify.py",
     "plugins.trust.allow_third_party": "loader/verify.py",
     "plugins.min_versions": "loader/verify.py",
-    "security.blocked_metadata_hosts": "proxy/gateway.py",
-    "security.allow_metadata_hosts": "proxy/gateway.py",
-    "security.allow_all_metadata": "proxy/gateway.py",
+    "security.blocked_metadata_hosts": "security/ssrf.py",
+    "security.allow_metadata_hosts": "security/ssrf.py",
+    "security.allow_all_metadata": "security/ssrf.py",
 }
 
 

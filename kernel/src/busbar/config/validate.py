@@ -194,9 +194,11 @@ class Context:
         if self._policy is None:
             from busbar_sdk.ssrf import SsrfPolicy  # the pure verdicts; not the transport
 
+            from busbar.security.ssrf import policy_of
+
             sec = self.cfg.security
             try:
-                self._policy = SsrfPolicy.from_config(sec)
+                self._policy = policy_of(sec)
             except ValueError as e:
                 self.err("security", f"{e}; use host names, IP literals or CIDRs")
                 self._policy = SsrfPolicy()

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from busbar.hooks.strategies import STRATEGIES
-from busbar.security.ssrf import SsrfPolicy
+from busbar.security.ssrf import policy_of
 
 TERMINALS = ("nothing", "weighted", "first", "reject")
 
@@ -124,7 +124,7 @@ def _check_ref(cfg: Any, plugins: Any, path: str, ref: Any, in_global: bool, err
         if rules.required or rules.egress_urls:
             sec = cfg.security
             try:
-                policy = SsrfPolicy.from_config(sec)
+                policy = policy_of(sec)
             except ValueError as e:
                 err("security", f"{e}; use host names, IP literals or CIDRs")
                 return

@@ -87,12 +87,13 @@ class WebhookSink:
 
     def _open(self) -> aiohttp.ClientSession:
         import aiohttp
-        from busbar_sdk.ssrf import HostGuard, SsrfPolicy
+        from busbar_sdk.ssrf import HostGuard
 
         from busbar.security.connector import guarded_connector
+        from busbar.security.ssrf import policy_of
 
         sec = self._loaded.config.security
-        policy = SsrfPolicy.from_config(sec)
+        policy = policy_of(sec)
         guard = HostGuard(policy, purpose="observability.request_log_webhook_url", allow_private=False,
                           require_https=True)
         return aiohttp.ClientSession(connector=guarded_connector(guard, max_idle_per_host=8, idle_timeout_s=60),

@@ -91,10 +91,12 @@ def split_userinfo(url: str) -> tuple[str, dict[str, str]]:
 
 def _guard(loaded: LoadedConfig) -> HostGuard:
     """The exporter's SSRF guard: ``security:``'s policy, loopback only, no private ranges."""
-    from busbar_sdk.ssrf import HostGuard, SsrfPolicy
+    from busbar_sdk.ssrf import HostGuard
+
+    from busbar.security.ssrf import policy_of
 
     sec = loaded.config.security
-    return HostGuard(SsrfPolicy.from_config(sec),
+    return HostGuard(policy_of(sec),
                      purpose="observability.otlp_url", allow_private=False)
 
 

@@ -104,10 +104,12 @@ class Gateway:
               transport: httpx.AsyncBaseTransport | None = None, module_resolver: ModuleResolver | None = None,
               plugins: PluginSet | None = None) -> Gateway:
         cfg = loaded.config
-        from busbar_sdk.ssrf import SsrfPolicy, set_deployment_policy
+        from busbar_sdk.ssrf import set_deployment_policy
+
+        from busbar.security.ssrf import policy_of
 
         sec = cfg.security                   # plugin egress guards start from it (busbar_sdk.ssrf)
-        set_deployment_policy(SsrfPolicy.from_config(sec))
+        set_deployment_policy(policy_of(sec))
         providers: dict[str, Provider] = {}
         for name, dep in cfg.providers.items():
             merged = _merged_provider_fields(loaded, name)
@@ -195,10 +197,10 @@ def provider_guards(loaded: LoadedConfig) -> tuple[HostGuard, dict[str, HostGuar
         ValueError: a ``security`` list entry is not a host, IP or CIDR (config validation reports it
             first).
     """
-    from busbar.security.ssrf import HostGuard, SsrfPolicy
+    from busbar.security.ssrf import HostGuard, policy_of
 
     sec = loaded.config.security
-    policy = SsrfPolicy.from_config(sec)
+    policy = policy_of(sec)
     default = HostGuard(policy, purpose="provider", allow_private=True)
     by_allow: dict[tuple[str, ...], HostGuard] = {}
     scoped: dict[str, HostGuard] = {}

@@ -19,6 +19,8 @@ See docs/security.md "SSRF guard".
 """
 from __future__ import annotations
 
+from typing import Any
+
 from busbar_sdk.ssrf import (
     BUILTIN_METADATA_HOSTS,
     HostGuard,
@@ -38,5 +40,17 @@ __all__ = [
     "SsrfPolicy",
     "address_class",
     "canonical_host",
+    "policy_of",
     "system_resolver",
 ]
+
+
+def policy_of(security: Any) -> SsrfPolicy:
+    """The :class:`SsrfPolicy` of the config's ``security:`` block (``blocked_metadata_hosts``,
+    ``allow_metadata_hosts``, ``allow_all_metadata``): every kernel egress guard and, through
+    ``busbar_sdk.ssrf.set_deployment_policy``, every in-process plugin's start from it.
+
+    Raises:
+        ValueError: an entry is not a host, IP or CIDR (config validation reports it first).
+    """
+    return SsrfPolicy(security.blocked_metadata_hosts, security.allow_metadata_hosts, security.allow_all_metadata)
