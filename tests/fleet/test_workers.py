@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -103,3 +104,25 @@ def test_two_workers_serve_reload_and_stop_together(tmp_path: Path, mock, plugin
     assert gw.logs().count("INFO:     Finished server process") == 2     # worker 1 and the new worker 0
     # every request metered once, by whichever worker served it
     assert [(r["requests"], r["billable_requests"]) for r in read_store(module, settings, "metering", day)] == [(7, 7)]
+
+
+@pytest.mark.parametrize(("marker", "group"), [(b"busbar listening on", True), (b"\n", False)],
+                         ids=["group-as-worker-0-listens", "master-at-first-line"])
+def test_a_sigterm_while_the_workers_start_stops_the_fleet(tmp_path: Path, mock, plugins_dir: Path,
+                                                           store_config, marker: bytes, group: bool) -> None:
+    """SIGTERM to the process group (systemd's default) as worker 0 logs "busbar listening on", or
+    to the master at its first line: every worker shuts down and the master exits 0."""
+    module, settings = store_config("sqlite")
+    gw = BusbarProcess(fleet_yaml(module, settings, mock.url, plugins_dir), tmp_path,
+                       env={**ENV, "BUSBAR_LOG": "info"}, args=["--workers", "2"])
+    try:
+        proc = gw.launch()
+        while marker not in gw.log_path.read_bytes():
+            assert proc.poll() is None, gw.logs()
+            time.sleep(0.001)
+        (os.killpg if group else os.kill)(proc.pid, signal.SIGTERM)
+        assert proc.wait(30) == 0, gw.logs()
+        assert "Traceback" not in gw.logs()
+        assert "did not stop" not in gw.logs()
+    finally:
+        gw.stop()

@@ -2,7 +2,8 @@
 
 ``BusbarProcess(config_yaml: str, tmp_path, env=None).start()`` -> ``.url`` (http://127.0.0.1:PORT);
 ``{port}`` in the YAML text is replaced by the chosen port; ``args`` are extra command-line arguments
-(e.g. ``["--workers", "2"]``); ``.stop()`` ends the process group.
+(e.g. ``["--workers", "2"]``); ``.launch()`` only starts the process (no /healthz wait);
+``.stop()`` ends the process group.
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ class BusbarProcess:
         self.proc: subprocess.Popen | None = None
         self.log_path = tmp_path / f"busbar-{self.port}.log"
 
-    def start(self, timeout: float = 15.0) -> BusbarProcess:
+    def launch(self) -> subprocess.Popen:
+        """Start the process without waiting for it to serve; its output goes to ``log_path``."""
         cmd = [str(BIN / "busbar"), "--config", str(self.config_path)]
         if self.providers:
             cmd += ["--providers", self.providers]
@@ -46,6 +48,11 @@ class BusbarProcess:
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - the child writes it until stop()
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
+        return self.proc
+
+    def start(self, timeout: float = 15.0) -> BusbarProcess:
+        self.launch()
+        assert self.proc is not None
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -96,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return admin_main(argv[1:])
     args = _parser().parse_args(argv)
+    if not (args.print_schema or args.migrate_config or args.validate or args.list_plugins):
+        from busbar.server import stopsignals
+
+        stopsignals.hold()      # serving: a SIGTERM/SIGINT during the boot stops it once it listens
     _setup_logging(args.log_level, args.log_format)
     if args.print_schema:
         from busbar.config.schema_export import schema_text

@@ -9,11 +9,12 @@ heap out of the garbage collector's scans (``gc.freeze``: full collections then 
 request-time objects, a shorter tail latency), serves with uvicorn until SIGINT/SIGTERM (the
 listener's head cap, head-read and keep-alive idle timeouts and HTTP/1.0 framing:
 ``busbar.server.listener``; TLS: ``busbar.server.tls``) and applies a new config on SIGHUP
-(``busbar.server.apply``). On SIGTERM the listener stops accepting and drains in-flight requests for
-``BUSBAR_DRAIN_SECS`` (default 20 s), then ends the rest with an error reply
-(``busbar.server.listener.ListenerServer.shutdown``); then this cancels the background tasks, stops
-the admin plane, flushes queued trace spans, writes a final snapshot, flushes pending usage to the
-store and closes it, and closes the upstream client.
+(``busbar.server.apply``). A stop signal that arrives earlier in the boot (held by
+``busbar.server.stopsignals``) shuts the listener down as soon as it is up. On SIGTERM the listener
+stops accepting and drains in-flight requests for ``BUSBAR_DRAIN_SECS`` (default 20 s), then ends
+the rest with an error reply (``busbar.server.listener.ListenerServer.shutdown``); then this cancels
+the background tasks, stops the admin plane, flushes queued trace spans, writes a final snapshot,
+flushes pending usage to the store and closes it, and closes the upstream client.
 
 Source: docs/configuration.md, docs/reliability.md#health-probing
 """
@@ -31,6 +32,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 import uvicorn
@@ -42,6 +44,7 @@ from busbar.observe.sinks import build_sinks
 from busbar.observe.watch import BreakerWatch
 from busbar.proxy.health import start_probers
 from busbar.proxy.state import SAVE_INTERVAL_S, restore, save, state_path
+from busbar.server import stopsignals
 from busbar.server.app import AppState, create_app
 from busbar.server.apply import ConfigApplier
 from busbar.server.listener import DRAIN_SECS, ListenerServer, protocol_class
@@ -171,9 +174,20 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
         tasks.append(asyncio.ensure_future(_when_started(server, ready)))
     log.info("busbar listening on %s://%s:%d (%d pools, %d models)", "https" if tls else "http", host, port,
              len(gateway.pools), len(gateway.lanes))
-    # uvicorn re-raises the stop signal after serve() returns, with the handlers it found installed;
-    # inert handlers here let the shutdown below (final state snapshot) run to completion.
-    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # A stop signal from here on (before serve() installs uvicorn's handlers, during it, and in the
+    # shutdown below) asks the server to exit, as uvicorn's own handler does; one that came earlier
+    # in the boot (busbar.server.stopsignals) does too, so the listener shuts down as soon as it is up.
+    # uvicorn re-raises the stop signal after serve() returns, with the handlers it found installed:
+    # these, so the shutdown below (final state snapshot, store flush) runs to completion.
+    def stop(sig: int, _frame: FrameType | None) -> None:
+        if server.should_exit and sig == signal.SIGINT:
+            server.force_exit = True
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in stopsignals.STOP_SIGNALS}
+    if stopsignals.take():
+        log.info("busbar: a stop signal arrived during start-up; shutting down")
+        server.should_exit = True
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(applier.apply("sighup")))
     gc.collect()

@@ -9,7 +9,9 @@ and opens no store: it only supervises.
   bad store or plugin is reported once and the schema is migrated by one process; then the others
   start. A worker that exits before it serves stops the whole start: the master stops the workers
   already running and exits with that worker's status.
-- **Signals**: ``SIGTERM``/``SIGINT`` to the master: ``SIGTERM`` to every worker (each drains its
+- **Signals**: ``SIGTERM``/``SIGINT`` to the master (also one that arrives while the workers are
+  still starting: the master stops them once they serve, and a worker's own stop signal during its
+  boot shuts it down once it listens, ``busbar.server.stopsignals``): ``SIGTERM`` to every worker (each drains its
   connections, flushes pending usage to the store and closes it), then the master exits 0 once they
   are gone (``SIGKILL`` after their drain plus :data:`STOP_GRACE_S`). ``SIGHUP``: forwarded to
   every worker (each applies the config and rescans ``plugins.dir``: docs/operations.md).
@@ -31,6 +33,8 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+
+from busbar.server import stopsignals
 
 __all__ = ["MAX_RESPAWNS", "RESPAWN_WINDOW_S", "STOP_GRACE_S", "WORKER_ENV", "listen_socket", "run_workers",
            "worker_index"]
@@ -90,9 +94,9 @@ class _Master:
         pid = os.fork()
         if pid == 0:                                    # the worker
             os.close(r)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            stopsignals.hold()              # a stop before the worker serves: it shuts down once it listens
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
-                signal.signal(sig, signal.SIG_DFL)
             signal.signal(signal.SIGHUP, signal.SIG_IGN)     # the plugin reloader takes it when plugins are on
             os.environ[WORKER_ENV] = str(index)
             _tag_logs(index)
@@ -176,8 +180,11 @@ class _Master:
             for pid, r in [self.spawn(i) for i in range(1, self.n)]:
                 failed = self.wait_ready(pid, r) if failed is None else self._discard(r)
         if failed is not None:
+            # told to stop while starting (a SIGTERM to the whole process group reaches a booting
+            # worker too, which then exits before it serves): a stop, not a failed start
+            stopping = bool(signal.sigpending() & {signal.SIGTERM, signal.SIGINT})
             self.stop()
-            return failed
+            return 0 if stopping else failed
         log.info("busbar: %d workers serving (pids %s)", self.n, " ".join(map(str, sorted(self.pids))))
         return None
 
@@ -216,6 +223,9 @@ def run_workers(n: int, child: Child) -> int:
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     master = _Master(n, child)
+    if stopsignals.take():          # a SIGTERM/SIGINT during the master's own start: nothing to stop
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+        return 0
     try:
         failed = master.start()
         if failed is not None:
