@@ -14,7 +14,7 @@ Example::
         allow_unsigned: false       # UNSAFE opt-in: load unsigned or tampered plugins
         allow_third_party: false    # UNSAFE opt-in: load plugins signed by an unknown publisher
       min_versions:
-        acme-store-dynamo: "2.0.0"  # anti-downgrade floor; no opt-in bypasses it
+        acme-store-dynamo: "2.0.0"  # anti-downgrade floor, by manifest name or alias; no opt-in bypasses it
 
 Source: docs/plugins.md.
 """
@@ -109,7 +109,8 @@ class PluginsConfig(_Strict):
         dir: directory of ``*.tar.gz`` plugin tarballs; a relative path resolves against the
             working directory (``load_plugins(base_dir=...)``).
         trust: the trust policy (:class:`PluginTrust`).
-        min_versions: anti-downgrade floors, manifest name -> strict semver ``MAJOR.MINOR.PATCH``.
+        min_versions: anti-downgrade floors, manifest name or alias -> strict semver ``MAJOR.MINOR.PATCH``;
+            both keyed: the higher floor applies; a key naming no plugin in plugins.dir warns.
     """
 
     enabled: bool = False
@@ -130,7 +131,7 @@ class PluginsConfig(_Strict):
         for name, floor in v.items():
             if not is_valid_name(name):
                 raise ValueError(f"{name!r} is not a plugin manifest name ([a-z0-9-]+); key floors by the "
-                                 f"name busbar --list-plugins shows")
+                                 f"name or alias busbar --list-plugins shows")
             if parse_semver(floor) is None:
                 hint = f"; write {floor[1:]!r}" if floor[:1] in ("v", "V") and parse_semver(floor[1:]) else ""
                 raise ValueError(f"{name}: {floor!r} is not a strict semver MAJOR.MINOR.PATCH version{hint}")

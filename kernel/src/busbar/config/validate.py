@@ -24,7 +24,8 @@ module rows of docs/configuration.md#startup-checks
                             admin without mTLS, listen addresses, tls files, signing key, store
                             plugin, secret-plugin refs, open-door / passthrough / memory warnings
 ``validate_ops``            limits ranges, otlp_url / request_log_webhook_url SSRF, metrics,
-                            security lists, advanced
+                            security lists, advanced, a plugins.min_versions key naming no plugin
+                            in plugins.dir (warning, with a plugin catalog)
 ==========================  =====================================================================
 
 Zero side effects: no socket, no write, no plugin imported; secret files are read through
@@ -67,6 +68,10 @@ class PluginCatalog(Protocol):
     Optional ``settings_schema_of(name) -> str | None``: the plugin's manifest ``settings_schema``;
     lets validation judge an instance's ``settings:`` by the rules the schema declares (required keys,
     ``x-busbar-egress-url`` URLs through the SSRF guard; ``busbar_sdk.settings_schema``).
+
+    Optional ``installed() -> dict[str, str]``: every plugin in plugins.dir whose manifest parsed
+    (loadable or not), manifest name -> alias; lets validation warn about a ``plugins.min_versions``
+    key that names none of them.
 
     Optional ``why_not(name) -> str | None``: for a plugin in plugins.dir that answers to ``name`` but
     will not load (untrusted, below its floor), the file and the reason.

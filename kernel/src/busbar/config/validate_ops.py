@@ -1,4 +1,5 @@
-"""Validation of ``limits:``, ``observability:``, ``metrics:``, ``security:`` and ``advanced:``.
+"""Validation of ``limits:``, ``observability:``, ``metrics:``, ``security:``, ``advanced:`` and the
+keys of ``plugins.min_versions`` (with a plugin catalog: a key naming no plugin in plugins.dir warns).
 
 Rules (docs/config-at-a-glance.md#limits): the limit fields are counts, sizes and durations (a 0 body cap or timeout
 would refuse every request; the "0 = unlimited" ones say so); ``reasoning_effort_budgets`` ascending and
@@ -40,10 +41,32 @@ def _limits(ctx: Any) -> None:
                                                    f"< high), found {b.minimal}, {b.low}, {b.medium}, {b.high}")
 
 
+def _floor_keys(ctx: Any) -> None:
+    """A ``plugins.min_versions`` key that is neither the manifest name nor the alias of any plugin in
+    plugins.dir (loadable or not) floors nothing today: a warning, not an error, because a floor may
+    deliberately precede the plugin's install (one config for a fleet, a plugin rolled out later),
+    and a 1.5.0 config that boots must keep booting. A typo is what the warning is there to catch."""
+    plugins = ctx.cfg.plugins
+    installed_of = getattr(ctx.plugins, "installed", None)
+    if not plugins.enabled or not plugins.min_versions or installed_of is None:
+        return
+    installed: dict[str, str] = installed_of()
+    known = set(installed) | set(installed.values())
+    listing = ", ".join(name if alias == name else f"{name} (alias {alias})"
+                        for name, alias in installed.items()) or "none"
+    for key in plugins.min_versions:
+        if key not in known:
+            ctx.warn(f"plugins.min_versions.{key}",
+                     f"names no plugin in plugins.dir ({plugins.dir}): no manifest name or alias is '{key}' "
+                     f"(installed: {listing}); the floor applies once such a plugin is installed, fix the key "
+                     f"if it is a typo")
+
+
 def check(ctx: Any) -> None:
-    """limits, observability, metrics, security, advanced."""
+    """limits, observability, metrics, security, advanced, plugins.min_versions keys."""
     cfg = ctx.cfg
     _limits(ctx)
+    _floor_keys(ctx)
     obs = cfg.observability
     if obs.otlp_url is not None:
         ctx.url(obs.otlp_url, "observability.otlp_url", allow_private=False)

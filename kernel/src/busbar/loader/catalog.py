@@ -14,6 +14,8 @@ it *before* it imports any plugin code (docs/plugins.md#what-aborts-the-boot).
 - ``settings_schema_of(name) -> str | None``: the loadable plugin's signed manifest ``settings_schema``
   (the rules validation judges an instance's ``settings:`` by: required keys, egress URLs through the
   SSRF guard; docs/plugin-format.md), ``None`` when it has none.
+- ``installed() -> dict[str, str]``: every plugin in ``plugins.dir`` whose manifest parsed, loadable
+  or not, as manifest name -> alias (what a ``plugins.min_versions`` key may name).
 - ``why_not(name) -> str | None``: for a plugin in ``plugins.dir`` that answers to ``name`` but will not
   load (skipped by the trust policy, below its floor, rejected), ``"<file> is SKIPPED: <reason>"``.
 """
@@ -34,9 +36,11 @@ class ManifestCatalog:
     def __init__(self, records: Iterable[Record]) -> None:
         self._loadable: dict[str, Record] = {}
         self._refused: dict[str, Record] = {}
+        self._installed: dict[str, str] = {}
         for r in records:
             if r.manifest is None:
                 continue
+            self._installed.setdefault(r.manifest.name, r.manifest.alias)
             index = self._loadable if r.status in _LOADABLE else self._refused
             for key in (r.manifest.name, r.manifest.alias):
                 index.setdefault(key, r)
@@ -56,6 +60,9 @@ class ManifestCatalog:
     def settings_schema_of(self, name: str) -> str | None:
         r = self._loadable.get(name)
         return r.manifest.settings_schema if r is not None and r.manifest is not None else None
+
+    def installed(self) -> dict[str, str]:
+        return dict(sorted(self._installed.items()))
 
     def why_not(self, name: str) -> str | None:
         if name in self._loadable:

@@ -5,8 +5,9 @@ load and, for ``--list-plugins``, what its signature verdict is. The rules (docs
 
 1. Whose key: ``publisher: busbar`` verifies only with the release key embedded in the kernel;
    another publisher with its ``plugins.trust.publishers`` key; an unknown publisher with none.
-2. Floors first: a plugin named in ``min_versions`` (and every first-party plugin, floored at the
-   kernel's own version) must prove its version with a *trusted* signature at or above the floor.
+2. Floors first: a plugin whose manifest name or alias keys ``min_versions`` (the higher floor when
+   both do), and every first-party plugin (floored at the kernel's own version), must prove its
+   version with a *trusted* signature at or above the floor.
    No opt-in bypasses a floor.
 3. Then: trusted loads; unsigned or tampered loads only under ``allow_unsigned``; a valid-looking
    signature from an unknown publisher loads only under ``allow_third_party``; otherwise the plugin
@@ -24,7 +25,7 @@ from busbar_sdk.artifact import RESERVED_PUBLISHER, Manifest, parse_semver, veri
 
 from busbar.config.schema_plugins import PluginTrust
 
-__all__ = ["Verdict", "evaluate_trust", "kernel_floor"]
+__all__ = ["Verdict", "config_floors", "evaluate_trust", "kernel_floor"]
 
 
 class Verdict(NamedTuple):
@@ -60,6 +61,27 @@ def _below(version: str, floor: str) -> bool:
     return v.key() < f.key()
 
 
+def config_floors(manifest: Manifest, min_versions: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The ``plugins.min_versions`` floors that apply to ``manifest``: keyed by its name or its alias.
+
+    Returns at most one ``(floor, "plugins.min_versions.<key>")``: when the config floors both the
+    name and the alias, the higher floor applies (fail-closed; on a tie, the name's key is cited).
+    """
+    found = [(min_versions[key], f"plugins.min_versions.{key}")
+             for key in dict.fromkeys((manifest.name, manifest.alias)) if key in min_versions]
+    if len(found) == 2 and _higher(found[1][0], found[0][0]):
+        return found[1:]
+    return found[:1]
+
+
+def _higher(a: str, b: str) -> bool:
+    """``a`` is the higher floor (a malformed one counts as the highest: fail-closed)."""
+    va, vb = parse_semver(a), parse_semver(b)
+    if va is None or vb is None:
+        return va is None and vb is not None
+    return va.key() > vb.key()
+
+
 def evaluate_trust(manifest: Manifest, manifest_obj: Mapping[str, Any], trust: PluginTrust,
                    min_versions: Mapping[str, str], *, release_key: bytes | None, kernel_version: str) -> Verdict:
     """Decide whether a structurally valid plugin may load.
@@ -68,7 +90,7 @@ def evaluate_trust(manifest: Manifest, manifest_obj: Mapping[str, Any], trust: P
         manifest: the validated manifest.
         manifest_obj: the raw ``manifest.json`` object (what the signature covers).
         trust: ``plugins.trust``.
-        min_versions: ``plugins.min_versions`` (name -> strict semver floor).
+        min_versions: ``plugins.min_versions`` (manifest name or alias -> strict semver floor).
         release_key: the embedded 32-byte release public key, or ``None``.
         kernel_version: the running kernel's version (first-party floor).
 
@@ -87,9 +109,7 @@ def evaluate_trust(manifest: Manifest, manifest_obj: Mapping[str, Any], trust: P
         state = "tampered"
     trusted = state in ("first-party", "trusted")
 
-    floors: list[tuple[str, str]] = []
-    if manifest.name in min_versions:
-        floors.append((min_versions[manifest.name], f"plugins.min_versions.{manifest.name}"))
+    floors = config_floors(manifest, min_versions)
     if first_party_claim:
         floors.append((kernel_floor(kernel_version), "first-party plugins are floored at the kernel's version"))
     if floors:

@@ -15,6 +15,7 @@ Source: docs/plugins.md (fail-closed guarantees), docs/config-at-a-glance.md#pro
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,11 +43,14 @@ class BootError(FaultList):
 def plugin_refs(loaded: LoadedConfig, env: Mapping[str, str]) -> Admit:
     """The ``admit`` check of :func:`busbar.loader.load_plugins` for this config: the validation rows
     that need the manifest catalog (hook ``module:``, ``auth.chain``, ``store.module``, secret
-    modules) as fault lines; ``admit(catalog) -> list[str]``."""
+    modules) as fault lines; ``admit(catalog) -> list[str]``. The warnings only the catalog shows (a
+    ``plugins.min_versions`` key naming no plugin in plugins.dir) are appended to ``loaded.warnings``,
+    once each, so ``--validate``, the boot and a config apply report them alike."""
     from busbar.config.validate import validate
 
     def admit(catalog: ManifestCatalog) -> list[str]:
-        errors, _ = validate(loaded, env, plugins=catalog, check_support=True)
+        errors, warnings = validate(loaded, env, plugins=catalog, check_support=True)
+        loaded.warnings.extend(w for w in dict.fromkeys(warnings) if w not in loaded.warnings)
         return errors
     return admit
 
@@ -81,11 +85,14 @@ def boot(loaded: LoadedConfig, env: Mapping[str, str]) -> tuple[Gateway, PluginR
         from busbar.loader.secrets import SecretModuleResolver
 
         reloader = PluginReloader(loaded.config.plugins, base_dir=Path.cwd())
+        logged = len(loaded.warnings)             # the CLI logged these before the boot
         try:
             plugin_set = reloader.start(admit=plugin_refs(loaded, env),
                                         allow_downgrade=allowed_downgrades(env))
         except PluginBootError as e:
             raise BootError(list(e.faults), checked=not e.imported) from None
+        for w in loaded.warnings[logged:]:        # those only the manifests show (as --validate prints them)
+            logging.getLogger("busbar.config").warning("%s", w)
         resolver = SecretModuleResolver(plugin_set)
     from busbar.hooks import HookBootError, reattach
     from busbar.store import StoreBootError
