@@ -8,6 +8,9 @@ native 401; a role with no binding grants no pool (403); a minted ``bbk_`` key s
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +30,7 @@ from tests.auth.shapes import assert_refused, forbidden, post
 from tests.plugins.test_validate_equals_boot import both
 from tests.plugins_firstparty.support import REPO
 
+BUSBAR = str(Path(sys.executable).parent / "busbar")
 ISSUER, AUDIENCE = "https://idp.example.test", "busbar"
 RSA = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 EC = ec.generate_private_key(ec.SECP256R1())
@@ -207,3 +211,97 @@ def test_the_plugin_itself_refuses_an_unknown_key_and_an_hmac_algorithm(plugin_d
                                          f"ES384, PS256, EdDSA, found {algorithms!r}")
     finally:
         plugin.unload()
+
+
+def _admin_config(tmp_path, plugin_dir, settings: str) -> Path:
+    """The oidc module in auth.admin_auth (auth.chain: [keys])."""
+    cfg = _bad_settings_config(tmp_path, plugin_dir, settings)
+    text = cfg.read_text().replace("  chain: \n    - keys\n    - oidc: ", "  chain: [keys]\n  admin_auth:\n    - oidc: ", 1)
+    cfg.write_text(text)
+    return cfg
+
+
+STORE_WARNING = ("warning: {src}: store.module: the ephemeral memory store with the keys verifier: minted keys, usage "
+                 "and the revocation denylist reset on restart; choose a durable store.module\n")
+_JWKS_URL_FAULTS = {
+    "https://10.0.0.5/jwks": "10.0.0.5 is a private (RFC 1918 / unique-local) address; refused by the SSRF guard "
+                             "(only loopback or public https:// endpoints are allowed here)",
+    "http://example.com/jwks": "uses http:// with a non-loopback host (example.com): remote endpoints must use https://",
+    "http://169.254.169.254/jwks": "169.254.169.254 is a cloud-metadata endpoint; refused by the SSRF guard (list it in "
+                                   "settings.allow_hosts only if this is deliberate)"}
+
+
+@pytest.mark.parametrize("block", ["chain", "admin_auth"])
+@pytest.mark.parametrize("url", list(_JWKS_URL_FAULTS))
+def test_a_jwks_url_the_ssrf_guard_refuses_refuses_validate_and_boot_alike(plugin_dir, tmp_path, block, url):
+    """jwks_url is an x-busbar-egress-url setting: a config error (exit 2) at --validate and boot, one
+    line at its key path, before the plugin opens (it was a start-up error, exit 1, --validate said valid)."""
+    settings = f'{{ issuer: "{ISSUER}", audience: {AUDIENCE}, jwks_url: "{url}" }}'
+    cfg = (_bad_settings_config if block == "chain" else _admin_config)(tmp_path, plugin_dir, settings)
+    where = "auth.chain[1]" if block == "chain" else "auth.admin_auth[0]"
+    assert both(cfg, UPSTREAM_KEYS) == [f"config.yaml: {where}.oidc.settings.jwks_url: {_JWKS_URL_FAULTS[url]}",
+                                        "busbar: 1 config error(s); refusing to start"]
+
+
+def test_allow_hosts_lets_a_private_jwks_url_through_the_kernel_and_the_plugin(plugin_dir, tmp_path):
+    settings = f'{{ issuer: "{ISSUER}", audience: {AUDIENCE}, jwks_url: "https://10.0.0.5/jwks", allow_hosts: [10.0.0.5] }}'
+    cfg = _bad_settings_config(tmp_path, plugin_dir, settings)
+    v = subprocess.run([BUSBAR, "--validate", "--config", str(cfg)], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, **UPSTREAM_KEYS, "BUSBAR_LOG": "error"})
+    assert (v.returncode, v.stderr) == (0, STORE_WARNING.format(src="config.yaml"))
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/jwks", "http://localhost/jwks", "https://idp.example.test/jwks",
+                                 "https://10.0.0.5/jwks", "https://10.1.2.3/jwks", "http://10.0.0.5/jwks",
+                                 "http://169.254.169.254/jwks", "https://100.64.0.1/jwks", "http://example.com/jwks",
+                                 "https://[fe80::1]/jwks", "ftp://idp.example.test/jwks"])
+@pytest.mark.parametrize("security", [{}, {"allow_metadata_hosts": ["169.254.169.254"]}, {"allow_all_metadata": True},
+                                      {"blocked_metadata_hosts": ["idp.example.test"]}])
+def test_the_kernel_passes_a_jwks_url_exactly_when_the_plugins_own_guard_does(plugin_dir, tmp_path, url, security):
+    """The kernel's verdict (busbar.security.egress with the deployment's security: policy) is the
+    plugin's at open: its guard starts from the policy the kernel sets (deployment_policy)."""
+    from busbar.security.egress import settings_faults
+    from busbar_sdk.settings_schema import settings_rules
+    from busbar_sdk.ssrf import SsrfPolicy, deployment_policy, set_deployment_policy
+
+    schema = (REPO / "plugins" / "busbar-auth-oidc" / "src" / "busbar_auth_oidc" / "settings_schema.json").read_text()
+    plugin = load_packed(plugin_dir / "busbar-auth-oidc-1.5.0.tar.gz", public_key=SIGN[1], workdir=tmp_path)
+    before = deployment_policy()
+    set_deployment_policy(SsrfPolicy(**security))
+    try:
+        for allow in ([], ["10.0.0.5"], ["169.254.169.254"]):
+            settings = {"issuer": ISSUER, "audience": AUDIENCE, "jwks_url": url, "allow_hosts": allow}
+            kernel = settings_faults(settings_rules(schema), settings, module="oidc", path="auth.chain[0].oidc",
+                                     policy=SsrfPolicy(**security))
+            try:
+                plugin.open(settings).close()
+                opened = True
+            except ValueError:
+                opened = False
+            assert (kernel == []) == opened, (allow, kernel)
+    finally:
+        set_deployment_policy(before)
+        plugin.unload()
+
+
+def test_a_jwks_file_that_cannot_be_read_refuses_the_start_with_exit_2(plugin_dir, tmp_path):
+    """--validate cannot see the file's content without the plugin (it says valid); the plugin reads
+    it at open, so the boot refuses (exit 2) with the plugin's line under the config file's own name,
+    instead of starting with every token rejected."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    for path, why in (("/nonexistent", "cannot read /nonexistent (No such file or directory)"),
+                      (str(bad), f"{bad} holds no JWKS (")):
+        cfg = _bad_settings_config(tmp_path, plugin_dir, f'{{ issuer: "{ISSUER}", audience: {AUDIENCE}, '
+                                                         f'jwks_file: "{path}" }}')
+        cfg = cfg.rename(tmp_path / "oi1.yaml")
+        v = subprocess.run([BUSBAR, "--validate", "--config", str(cfg)], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, **UPSTREAM_KEYS, "BUSBAR_LOG": "error"})
+        assert (v.returncode, v.stderr) == (0, STORE_WARNING.format(src="oi1.yaml"))
+        b = subprocess.run([BUSBAR, "--config", str(cfg)], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, **UPSTREAM_KEYS, "BUSBAR_LOG": "error"})
+        lines = b.stderr.splitlines()
+        assert b.returncode == 2, b.stderr
+        assert len(lines) == 2 and lines[1] == "busbar: 1 start-up error(s); refusing to start", lines
+        assert lines[0].startswith("oi1.yaml: auth.chain[1]: auth plugin 'oidc' did not open: "), lines[0]
+        assert f"settings.jwks_file: {why}" in lines[0], lines[0]

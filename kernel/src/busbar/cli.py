@@ -209,13 +209,13 @@ def serve_one(loaded, host: str, port: int, **listener) -> int:
     except ImportError:  # pragma: no cover - uvloop ships with uvicorn[standard]
         runner = asyncio.run
     try:
-        started = runner(run(loaded, gateway, host, port, tls=tls, tracing=tracing, **listener))
+        status = runner(run(loaded, gateway, host, port, tls=tls, tracing=tracing, **listener))
     except StoreBootError as e:
         for line in e.faults:
             print(line, file=sys.stderr)
         print(f"busbar: {e.summary}; refusing to start", file=sys.stderr)
         return e.status
-    return 0 if started else 1
+    return status
 
 
 if __name__ == "__main__":

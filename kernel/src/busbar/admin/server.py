@@ -70,7 +70,14 @@ ADMIN_DRAIN_S = 3.0
 
 
 class AdminStartError(Exception):
-    """The admin plane cannot start (the message is one line naming the key and the fix)."""
+    """The admin plane cannot start (the message is one line naming the key and the fix).
+
+    ``status``: the process's exit status: 2 for a refused config (an admin_auth token or plugin,
+    admin_tls), 1 when something outside the config failed (the port is taken, the store errs)."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class _Server(ListenerServer):
@@ -108,12 +115,12 @@ def admin_auth(loaded: LoadedConfig, gw: Gateway) -> AdminAuth:
                 try:
                     tokens.append(_secret(mod.token, f"{where}.{mod.name}.token", gw))
                 except SecretError as e:
-                    raise AdminStartError(f"config.yaml: {e}") from None
+                    raise AdminStartError(f"{loaded.config_path.name}: {e}", status=2) from None
             continue
         try:
             idp.append(IdpEntry(_plugin_module(gw, loaded, mod, where), mod.max_admin_scope))
         except FrontDoorBootError as e:
-            raise AdminStartError("\n".join(e.faults)) from None
+            raise AdminStartError("\n".join(e.faults), status=2) from None
     return AdminAuth(tokens, open_admin=not modules, idp=idp)
 
 
@@ -163,7 +170,7 @@ def _tls_context(loaded: LoadedConfig, gw: Gateway) -> ssl.SSLContext | None:
         return listener_context(loaded.config.admin_tls, "admin_tls", os.environ,
                                 gw.plugins.current if gw.plugins is not None else None)
     except TlsError as e:
-        raise AdminStartError("\n".join(e.faults)) from None
+        raise AdminStartError("\n".join(e.faults), status=2) from None
 
 
 def _issuer(loaded: LoadedConfig, gw: Gateway, store: Store) -> Any:

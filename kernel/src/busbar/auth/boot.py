@@ -69,10 +69,11 @@ def _signing_secret(gw: Gateway, loaded: LoadedConfig, env: Mapping[str, str]) -
 
 
 def _plugin_module(gw: Gateway, loaded: LoadedConfig, mod: AuthModule, where: str) -> PluginModule:
+    src = loaded.config_path.name       # the label busbar --validate gives the config file's lines
     plugins = _plugin_set(gw)
     plugin = plugins.get(mod.name) if plugins is not None else None
     if plugin is None or plugin.kind != "auth":
-        raise FrontDoorBootError([f"config.yaml: {where}: '{mod.name}' is not a loaded kind: auth plugin; set "
+        raise FrontDoorBootError([f"{src}: {where}: '{mod.name}' is not a loaded kind: auth plugin; set "
                                   f"plugins.enabled: true and put its signed tarball in plugins.dir"])
     from busbar.loader.errors import PluginCallError, PluginOpenError
 
@@ -80,10 +81,10 @@ def _plugin_module(gw: Gateway, loaded: LoadedConfig, mod: AuthModule, where: st
         instance = plugin.open(mod.settings)
         reply = instance.call({"op": "name"})
     except (PluginOpenError, PluginCallError) as e:    # never start with a hole in the chain
-        raise FrontDoorBootError([f"config.yaml: {where}: auth plugin '{mod.name}' did not open: {e}"]) from None
+        raise FrontDoorBootError([f"{src}: {where}: auth plugin '{mod.name}' did not open: {e}"]) from None
     name = reply.get("name") if isinstance(reply, dict) else None
     if not isinstance(name, str) or not name:
-        raise FrontDoorBootError([f"config.yaml: {where}: auth plugin '{mod.name}' did not answer its module "
+        raise FrontDoorBootError([f"{src}: {where}: auth plugin '{mod.name}' did not answer its module "
                                   f"name ({{'op': 'name'}}); fix or replace the plugin"])
     bindings = loaded.config.auth.role_bindings
     return PluginModule(name, instance, bindings.get(name) or bindings.get(mod.name) or {})
@@ -113,7 +114,7 @@ async def start_front_door(gw: Gateway, loaded: LoadedConfig, env: Mapping[str, 
         try:
             keyring = await load_keyring(secret, config_path=loaded.config_path, store=durable)
         except SigningKeyError as e:
-            raise FrontDoorBootError([f"config.yaml: {e}"]) from None
+            raise FrontDoorBootError([f"{loaded.config_path.name}: {e}"]) from None
         except StoreError as e:
             raise FrontDoorBootError([f"store ({gw.store.backend}): the signing key (store meta "
                                       f"{STORE_META}) could not be read or created: {e}"]) from None

@@ -146,7 +146,7 @@ class Context:
         if not isinstance(ref, (EnvRef, FileRef)):
             module = getattr(ref, "module", "")
             self.plugin_ref(module, path, kind="secret")
-            self.plugin_settings(module, getattr(ref, "settings", {}), f"{path}.settings", kind="secret")
+            self.plugin_settings(module, getattr(ref, "settings", {}), path, kind="secret")
             return None
         try:
             return resolve_secret(ref, self.env, where=path, read_file=self.read_file)
@@ -179,17 +179,40 @@ class Context:
                            f"kind: {kind} plugin")
 
     def plugin_settings(self, module: str, settings: Any, path: str, *, kind: str) -> None:
-        """A ``kind`` plugin instance's ``settings`` (at ``path``) against its manifest
-        ``settings_schema``, with a catalog that serves it and names ``module`` a loadable plugin
-        of that kind (busbar.config.plugin_settings; a hook's go through busbar.hooks.check)."""
+        """A ``kind`` plugin instance's ``settings`` (the instance at ``path``; faults at
+        ``<path>.settings.<key>``) against its manifest ``settings_schema``, with a catalog that
+        serves it and names ``module`` a loadable plugin of that kind: the schema itself
+        (busbar.config.plugin_settings), then its ``x-busbar-egress-url`` settings through the SSRF
+        guard with the instance's ``x-busbar-egress-allow`` list (busbar.security.egress, as for a
+        hook; a hook's settings go through busbar.hooks.check). One fault per key path."""
         catalog = self.plugins
         schema_of = getattr(catalog, "settings_schema_of", None)
         if catalog is None or schema_of is None or not self.cfg.plugins.enabled or catalog.kind_of(module) != kind:
             return
-        from busbar.config.plugin_settings import schema_faults
+        from dataclasses import replace
 
-        for where, text in schema_faults(schema_of(module), settings, module, root_required=True):
-            self.err(f"{path}.{where}" if where else path, text)
+        from busbar_sdk.settings_schema import settings_rules
+
+        from busbar.config.plugin_settings import schema_faults
+        from busbar.security.egress import settings_faults as egress_faults
+
+        schema = schema_of(module)
+        named: set[str] = set()
+        if isinstance(schema, (str, dict)) and isinstance(settings, dict):
+            try:
+                rules = settings_rules(schema)
+            except ValueError:            # a misused keyword: the manifest check reports it
+                rules = None
+            if rules is not None and rules.egress_urls:
+                # required keys: the schema's own "<key>: required" line below
+                for where, text in egress_faults(replace(rules, required=()), settings, module=module, path=path,
+                                                 policy=self.policy):
+                    named.add(where)
+                    self.err(where, text)
+        for where, text in schema_faults(schema, settings, module, root_required=True):
+            at = f"{path}.settings.{where}" if where else f"{path}.settings"
+            if at not in named:
+                self.err(at, text)
 
     # --- SSRF ---------------------------------------------------------------------------------
 

@@ -106,7 +106,7 @@ def _entries(ctx: Any, which: str) -> list[str]:
                           f"use {BUILTIN_ADMIN_MODULE} or an identity-provider auth plugin")
         elif mod.name not in (BUILTIN_CHAIN_MODULE, BUILTIN_ADMIN_MODULE):
             ctx.plugin_ref(mod.name, path, kind="auth")
-            ctx.plugin_settings(mod.name, mod.settings, f"{path}.{mod.name}.settings", kind="auth")
+            ctx.plugin_settings(mod.name, mod.settings, f"{path}.{mod.name}", kind="auth")
         if mod.name == BUILTIN_ADMIN_MODULE and mod.token is not None:
             ctx.secret(mod.token, f"{path}.{mod.name}.token")   # unset / blank: a fault
     return names

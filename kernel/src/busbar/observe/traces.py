@@ -100,11 +100,12 @@ def _guard(loaded: LoadedConfig) -> HostGuard:
                      purpose="observability.otlp_url", allow_private=False)
 
 
-def _check_resolved(url: str, guard: HostGuard) -> None:
+def _check_resolved(url: str, guard: HostGuard, src: str = "config.yaml") -> None:
     """Resolve a host name now and judge its addresses by the connect-time rule
     (``HostGuard.check_addresses``, the same one the exporter's connections apply), so a target the
     exporter could never connect to refuses the boot instead of dropping every batch. An IP literal
-    was judged with the URL at config time; a name that does not resolve yet is a warning."""
+    was judged with the URL at config time; a name that does not resolve yet is a warning. ``src``:
+    the config file's name, the label of the fault line (as ``busbar --validate`` labels it)."""
     from busbar_sdk.ssrf import SsrfBlocked, canonical_host
 
     from busbar.security.sync_session import default_resolver
@@ -126,7 +127,7 @@ def _check_resolved(url: str, guard: HostGuard) -> None:
     try:
         guard.check_addresses(host, addresses)
     except SsrfBlocked as blocked:
-        raise TraceSetupError([f"config.yaml: {blocked.reason.replace(' at connect time', '')}"]) from None
+        raise TraceSetupError([f"{src}: {blocked.reason.replace(' at connect time', '')}"]) from None
 
 
 @dataclass
@@ -198,7 +199,7 @@ def build_tracer(loaded: LoadedConfig) -> Tracing | None:
 
     target, headers = split_userinfo(url)
     guard = _guard(loaded)
-    _check_resolved(target, guard)
+    _check_resolved(target, guard, loaded.config_path.name)
     box: list[Tracing] = []
     # checked at connect time; no redirects, no proxy or netrc from the environment
     session = guarded_session(guard, lambda blocked: box[0].connect_refused(blocked))

@@ -84,8 +84,10 @@ async def _when_started(server: uvicorn.Server, ready: Callable[[], None]) -> No
 
 async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, sock: socket.socket | None = None,
               ready: Callable[[], None] | None = None, tls: ssl.SSLContext | None = None,
-              tracing: Tracing | None = None) -> bool:
-    """Serve until stopped; returns whether the server started (False: e.g. the port was taken).
+              tracing: Tracing | None = None) -> int:
+    """Serve until stopped; returns the process's exit status: 0 once it served and stopped, 2 when
+    the front door or the admin plane refused the config at start-up (an auth plugin that does not
+    open, like every other start-up refusal), 1 when it could not start otherwise (a port taken).
 
     ``sock``: an already listening socket to accept on (a ``--workers`` worker's inherited one)
     instead of binding ``host:port``; ``ready()`` is called once the server accepts connections.
@@ -150,7 +152,7 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
         await gateway.aclose()
         if gateway.plugins is not None:
             gateway.plugins.close()
-        return False
+        return 2 if isinstance(e, FrontDoorBootError) else e.status
     probers = start_probers(gateway)
 
     def follow(old: Gateway, new: Gateway) -> None:       # a config apply: probe the new lanes
@@ -219,4 +221,4 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
             gateway.plugins.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return server.started
+    return 0 if server.started else 1

@@ -68,6 +68,8 @@ class OidcAuth(AuthPlugin):
         self.algorithms = list(s["algorithms"])
         self.ttl, self.leeway = int(s["verdict_ttl_secs"]), int(s["leeway_secs"])
         self.jwks = JwksSource(s.get("jwks_url"), s.get("jwks_file"), int(s["jwks_cache_secs"]), guard)
+        if s.get("jwks_file") is not None:
+            self.jwks.load_file()       # a missing or malformed file refuses the start, not every token
 
     def _roles(self, claims: dict[str, Any]) -> tuple[str, ...]:
         value = claims.get(self.roles_claim)

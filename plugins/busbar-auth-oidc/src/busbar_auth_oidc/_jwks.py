@@ -16,20 +16,22 @@ from typing import Any
 
 import httpcore
 import httpx
-from busbar_sdk.ssrf import HostGuard, SsrfBlocked, SsrfPolicy, canonical_host
+from busbar_sdk.ssrf import HostGuard, SsrfBlocked, canonical_host, deployment_policy
 from jwt import PyJWK, PyJWKSet
 from jwt.exceptions import PyJWKSetError
 
 __all__ = ["JwksSource", "jwks_guard"]
 
-_POLICY = SsrfPolicy(allow_key="allow_hosts")
 _MAX_BYTES = 1 << 20
 _REFETCH_MIN_S = 10.0      # an unknown kid refetches at most this often
 
 
 def jwks_guard(allow_hosts: Sequence[str] = ()) -> HostGuard:
-    """The guard for ``settings.jwks_url``: loopback allowed, private ranges only via ``allow_hosts``."""
-    return HostGuard(_POLICY, purpose="settings.jwks_url", provider_allow=tuple(allow_hosts), allow_private=False)
+    """The guard for ``settings.jwks_url``: the deployment's ``security:`` policy as the kernel set it
+    (``busbar_sdk.ssrf.deployment_policy``, the one ``busbar --validate`` judges the URL with),
+    loopback allowed, private ranges only via ``allow_hosts``."""
+    return HostGuard(deployment_policy().with_allow_key("allow_hosts"), purpose="settings.jwks_url",
+                     provider_allow=tuple(allow_hosts), allow_private=False)
 
 
 class _GuardedBackend(httpcore.NetworkBackend):
@@ -96,6 +98,20 @@ class JwksSource:
         self._keys = {k.key_id: k for k in keys if k.key_id}
         self._fetched = time.monotonic()
 
+    def load_file(self) -> None:
+        """Read ``jwks_file`` now (the plugin's open).
+
+        Raises:
+            ValueError: ``settings.jwks_file: cannot read <path> (<reason>)``, or ``... <path> holds no
+                JWKS (<reason>)`` for a file that is not JSON, not a key set or has no usable key.
+        """
+        try:
+            self._load()
+        except OSError as e:
+            raise ValueError(f"settings.jwks_file: cannot read {self.file} ({e.strerror or e})") from None
+        except (ValueError, TypeError, AttributeError, PyJWKSetError) as e:
+            raise ValueError(f"settings.jwks_file: {self.file} holds no JWKS ({e})") from None
+
     def key(self, kid: str) -> PyJWK | None:
         """The key ``kid``: cached, refetched when stale or (rate-limited) when the kid is unknown."""
         with self._lock:
@@ -104,7 +120,7 @@ class JwksSource:
             if stale:
                 try:
                     self._load()
-                except (OSError, ValueError, httpx.HTTPError, PyJWKSetError, SsrfBlocked):
+                except (OSError, ValueError, TypeError, AttributeError, httpx.HTTPError, PyJWKSetError, SsrfBlocked):
                     self._fetched = time.monotonic() if self._keys else 0.0
             return self._keys.get(kid)
 
