@@ -170,12 +170,7 @@ def member_names(schema: str | Mapping[str, Any] | None, settings: Any) -> list[
     The walk follows ``properties`` into objects and ``items`` into arrays; values of another type
     than the schema says are skipped (the plugin's own validation reports them).
     """
-    if schema is None:
-        return []
-    node = json.loads(schema) if isinstance(schema, str) else schema
-    found: list[tuple[str, Any]] = []
-    _walk_marked(node, settings, "", POOL_MEMBER_KEYWORD, found)
-    return [(path, value) for path, value in found if isinstance(value, str)]
+    return _marked_strings(schema, settings, POOL_MEMBER_KEYWORD)
 
 
 def cel_texts(schema: str | Mapping[str, Any] | None, settings: Any) -> list[tuple[str, str]]:
@@ -184,11 +179,16 @@ def cel_texts(schema: str | Mapping[str, Any] | None, settings: Any) -> list[tup
 
     Walks as :func:`member_names` does; values of another type are skipped (the plugin reports them).
     """
+    return _marked_strings(schema, settings, CEL_KEYWORD)
+
+
+def _marked_strings(schema: str | Mapping[str, Any] | None, settings: Any, keyword: str) -> list[tuple[str, str]]:
+    """``(key path, value)`` of every string value whose schema carries ``keyword: true``."""
     if schema is None:
         return []
     node = json.loads(schema) if isinstance(schema, str) else schema
     found: list[tuple[str, Any]] = []
-    _walk_marked(node, settings, "", CEL_KEYWORD, found)
+    _walk_marked(node, settings, "", keyword, found)
     return [(path, value) for path, value in found if isinstance(value, str)]
 
 
