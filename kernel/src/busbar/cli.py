@@ -66,8 +66,8 @@ def _workers(text: str) -> int:
 def _fleet_faults(loaded, workers: int) -> list[str]:
     """``--workers`` > 1 over the per-process memory store: each worker would keep its own state."""
     if workers > 1 and loaded.config.store.module == "memory":
-        return [f"config.yaml: store.module: --workers {workers} with the memory store: each worker would keep "
-                f"its own keys, usage and denylist; choose a shared store (sqlite, postgres or valkey: "
+        return [f"{loaded.config_path.name}: store.module: --workers {workers} with the memory store: each worker "
+                f"would keep its own keys, usage and denylist; choose a shared store (sqlite, postgres or valkey: "
                 f"docs/stores.md#a-fleet) or run one worker"]
     return []
 
@@ -168,7 +168,7 @@ def serve(loaded, workers: int = 1) -> int:
     try:
         port_n = int(port)
     except ValueError:
-        print(f"config.yaml: listen: '{loaded.config.listen}' is not host:port", file=sys.stderr)
+        print(f"{loaded.config_path.name}: listen: '{loaded.config.listen}' is not host:port", file=sys.stderr)
         return EXIT_INVALID
     if workers == 1:
         return serve_one(loaded, host, port_n)
