@@ -44,7 +44,10 @@ __all__ = ["FrontDoorBootError", "start_front_door"]
 
 
 class FrontDoorBootError(FaultList):
-    """The front door cannot start; ``faults``: one line each."""
+    """The front door cannot start; ``faults``: one line each. ``status``: the exit status, 2 (the
+    config is refused, as every other start-up refusal)."""
+
+    status = 2
 
 
 def _plugin_set(gw: Gateway) -> Any:

@@ -40,7 +40,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 
-__all__ = ["schema_faults"]
+__all__ = ["schema_faults", "with_schema_faults"]
 
 _TYPES = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "a boolean",
           "array": "a list", "object": "a map", "null": "null"}
@@ -69,6 +69,20 @@ def schema_faults(schema: str | Mapping[str, Any] | None, settings: Any, module:
     for err in validator.iter_errors(settings):
         out.extend(_lines(err, module, root_required))
     return sorted(out, key=lambda line: _order(line[0]))
+
+
+def with_schema_faults(first: list[tuple[str, str]], schema: str | Mapping[str, Any] | None, settings: Any,
+                       module: str, *, prefix: str, root_required: bool = False) -> list[tuple[str, str]]:
+    """``first`` (the Busbar keywords' faults, at full key paths), then every :func:`schema_faults`
+    line at ``<prefix>.<key path>`` (``prefix`` alone for the settings map itself) that ``first``
+    does not already name: one fault per key path, the more specific line winning."""
+    named = {where for where, _ in first}
+    out = list(first)
+    for where, text in schema_faults(schema, settings, module, root_required=root_required):
+        at = f"{prefix}.{where}" if prefix and where else prefix or where
+        if at not in named:
+            out.append((at, text))
+    return out
 
 
 def _is_integer(_checker: Any, value: Any) -> bool:

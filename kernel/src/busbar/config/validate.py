@@ -193,26 +193,23 @@ class Context:
 
         from busbar_sdk.settings_schema import settings_rules
 
-        from busbar.config.plugin_settings import schema_faults
+        from busbar.config.plugin_settings import with_schema_faults
         from busbar.security.egress import settings_faults as egress_faults
 
         schema = schema_of(module)
-        named: set[str] = set()
+        first: list[tuple[str, str]] = []
         if isinstance(schema, (str, dict)) and isinstance(settings, dict):
             try:
                 rules = settings_rules(schema)
             except ValueError:            # a misused keyword: the manifest check reports it
                 rules = None
             if rules is not None and rules.egress_urls:
-                # required keys: the schema's own "<key>: required" line below
-                for where, text in egress_faults(replace(rules, required=()), settings, module=module, path=path,
-                                                 policy=self.policy):
-                    named.add(where)
-                    self.err(where, text)
-        for where, text in schema_faults(schema, settings, module, root_required=True):
-            at = f"{path}.settings.{where}" if where else f"{path}.settings"
-            if at not in named:
-                self.err(at, text)
+                # required keys: the schema's own "<key>: required" line
+                first = egress_faults(replace(rules, required=()), settings, module=module, path=path,
+                                      policy=self.policy)
+        for where, text in with_schema_faults(first, schema, settings, module, prefix=f"{path}.settings",
+                                              root_required=True):
+            self.err(where, text)
 
     # --- SSRF ---------------------------------------------------------------------------------
 

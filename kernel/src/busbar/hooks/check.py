@@ -140,11 +140,11 @@ def settings_faults(schema: Any, ref: Any, cfg: Any, path: str, *, in_global: bo
     and the boot, in one order. First the Busbar keywords (pool members: pool refs only; deadlines;
     gateway refs; header allowlists; CEL), then the ``required`` keys and egress URLs (through
     ``policy``, the deployment's SSRF policy), then the schema itself
-    (:func:`busbar.config.plugin_settings.schema_faults`) at key paths no earlier line names.
+    (:func:`busbar.config.plugin_settings.with_schema_faults`) at key paths no earlier line names.
     """
     from busbar_sdk.settings_schema import settings_rules
 
-    from busbar.config.plugin_settings import schema_faults
+    from busbar.config.plugin_settings import with_schema_faults
     from busbar.security.egress import settings_faults as egress_faults
 
     if not isinstance(schema, (str, dict)):
@@ -158,12 +158,7 @@ def settings_faults(schema: Any, ref: Any, cfg: Any, path: str, *, in_global: bo
     rules = settings_rules(schema)
     if (rules.required or rules.egress_urls) and isinstance(settings, dict):
         out += egress_faults(rules, settings, module=ref.module, path=path, policy=policy)
-    named = {where for where, _ in out}
-    for where, text in schema_faults(schema, settings, ref.module):
-        at = f"{path}.settings.{where}" if where else f"{path}.settings"
-        if at not in named:
-            out.append((at, text))
-    return out
+    return with_schema_faults(out, schema, settings, ref.module, prefix=f"{path}.settings")
 
 
 def cel_faults(schema: Any, settings: Any, path: str) -> list[tuple[str, str]]:

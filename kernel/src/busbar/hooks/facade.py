@@ -290,12 +290,12 @@ class HookFacade:
         key under ``settings.``): header allowlist entries that cannot be projected,
         ``x-busbar-cel`` expressions that do not compile or read an unlisted header, then what
         breaks the plugin's settings schema (``busbar.config.plugin_settings``) at other keys."""
-        from busbar.config.plugin_settings import schema_faults
+        from busbar.config.plugin_settings import with_schema_faults
 
-        out = header_faults(self.schema, settings) + cel_faults(self.schema, settings)
-        named = {where for where, _ in out}
-        out += [(w, t) for w, t in schema_faults(self.schema, settings, self.name) if w not in named]
-        return [f"settings.{where}: {text}" if where else f"settings: {text}" for where, text in out]
+        first = [(f"settings.{where}", text)
+                 for where, text in header_faults(self.schema, settings) + cel_faults(self.schema, settings)]
+        return [f"{at}: {text}" for at, text in with_schema_faults(first, self.schema, settings, self.name,
+                                                                   prefix="settings")]
 
     def describe(self, *, timeout_s: float = MGMT_TIMEOUT_S) -> dict[str, Any] | None:
         """The hook's settings JSON Schema, or ``None`` (unsupported, failed, or malformed)."""

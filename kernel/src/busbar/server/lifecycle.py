@@ -152,7 +152,7 @@ async def run(loaded: LoadedConfig, gateway: Gateway, host: str, port: int, *, s
         await gateway.aclose()
         if gateway.plugins is not None:
             gateway.plugins.close()
-        return 2 if isinstance(e, FrontDoorBootError) else e.status
+        return e.status
     probers = start_probers(gateway)
 
     def follow(old: Gateway, new: Gateway) -> None:       # a config apply: probe the new lanes
